@@ -1,0 +1,1 @@
+//! Shardline admin: stores jobs, decides when they fire and on which executors, and records results.

@@ -1,0 +1,6 @@
+//! Shardline executor SDK.
+//!
+//! A service embeds this crate to receive jobs from a Shardline admin (or a stock XXL-JOB admin):
+//! it registers handlers by name, serves the executor protocol over HTTP and reports results.
+
+pub mod protocol;
