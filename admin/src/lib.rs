@@ -1,1 +1,3 @@
 //! Shardline admin: stores jobs, decides when they fire and on which executors, and records results.
+
+pub mod sharding;
