@@ -1,3 +1,5 @@
 //! Shardline admin: stores jobs, decides when they fire and on which executors, and records results.
 
+pub mod model;
 pub mod sharding;
+pub mod store;

@@ -1,0 +1,426 @@
+//! Fires (trigger events) and their runs (one per shard or item and attempt).
+
+use sqlx::QueryBuilder;
+
+use super::{with_pool, Done, Store, StoreResult};
+use crate::model::{Fire, FireState, Run, RunState};
+
+const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
+const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, dispatched_at, finished_at, retry_at";
+
+/// A run to create (the fire id is filled in by the store).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub shard_index: i64,
+    pub shard_total: i64,
+    pub attempt: i64,
+    pub executor_address: String,
+    pub handler: String,
+    pub params: String,
+    pub item_param: Option<String>,
+}
+
+/// The result of sending a run to its executor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunUpdate {
+    pub run_id: i64,
+    /// `Running` when the executor accepted it, `Failed` otherwise.
+    pub state: RunState,
+    pub executor_address: String,
+    pub trigger_code: i64,
+    pub trigger_msg: String,
+    pub at: i64,
+}
+
+/// What happened to one callback item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    /// The run took this final state.
+    Applied { run_id: i64, fire_id: i64 },
+    /// The run already had a final result (first result wins).
+    Duplicate,
+    /// No run has this id.
+    Unknown,
+}
+
+/// Filters of the run list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub group_ids: Option<Vec<i64>>,
+    pub job_id: Option<i64>,
+    pub fire_id: Option<i64>,
+    pub state: Option<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    pub offset: i64,
+    pub limit: i64,
+}
+
+impl Store {
+    /// Creates a fire and its runs in one transaction. When `sched_key` is set and a fire with the
+    /// same key exists (another admin fired it), nothing is written and `None` is returned.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_fire(
+        &self,
+        job_id: i64,
+        group_id: i64,
+        trigger_type: &str,
+        planned_at: i64,
+        sched_key: Option<&str>,
+        params: &str,
+        parent_fire_id: Option<i64>,
+        runs: &[NewRun],
+        now: i64,
+    ) -> StoreResult<Option<(i64, Vec<i64>)>> {
+        let insert_fire = format!(
+            "{} INTO fires (job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', '', 0, ?, 0, 0, ?)",
+            self.dialect().insert_ignore()
+        );
+        let state = if runs.is_empty() {
+            FireState::Failed
+        } else {
+            FireState::Triggering
+        };
+        let out = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let res = sqlx::query(&insert_fire)
+                .bind(job_id).bind(group_id).bind(trigger_type).bind(planned_at).bind(sched_key)
+                .bind(params).bind(state.as_str()).bind(runs.len() as i64).bind(parent_fire_id).bind(now)
+                .execute(&mut *tx).await.map(Done::from)?;
+            if res.rows_affected() == 0 {
+                tx.rollback().await?;
+                None
+            } else {
+                let fire_id = res.insert_id();
+                let mut ids = Vec::with_capacity(runs.len());
+                // One multi-row INSERT per chunk keeps a 1 000-item fire to a handful of statements.
+                for chunk in runs.chunks(200) {
+                    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
+                    qb.push_values(chunk, |mut b, r| {
+                        b.push_bind(fire_id).push_bind(job_id).push_bind(group_id)
+                            .push_bind(r.shard_index).push_bind(r.shard_total).push_bind(r.attempt)
+                            .push_bind(0i64).push_bind(r.executor_address.clone()).push_bind(r.handler.clone())
+                            .push_bind(r.params.clone()).push_bind(r.item_param.clone())
+                            .push_bind(RunState::Triggering.as_str()).push_bind(0i64).push_bind(String::new())
+                            .push_bind(0i64).push_bind(String::new()).push_bind(now).push_bind(now);
+                    });
+                    qb.build().execute(&mut *tx).await?;
+                }
+                if !runs.is_empty() {
+                    let got: Vec<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE fire_id = ? ORDER BY id")
+                        .bind(fire_id).fetch_all(&mut *tx).await?;
+                    ids = got;
+                }
+                tx.commit().await?;
+                Some((fire_id, ids))
+            }
+        });
+        Ok(out)
+    }
+
+    /// Adds runs (retries, failover attempts) to an existing fire and marks the runs they replace
+    /// as superseded, in one transaction. Returns the new run ids in input order.
+    pub async fn add_attempts(
+        &self,
+        fire: &Fire,
+        replaces: &[i64],
+        runs: &[NewRun],
+        now: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let ids = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for id in replaces {
+                sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*id).execute(&mut *tx).await?;
+            }
+            let mut ids = Vec::with_capacity(runs.len());
+            for r in runs {
+                let res = sqlx::query("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 0, '', 0, '', ?, ?)")
+                    .bind(fire.id).bind(fire.job_id).bind(fire.group_id).bind(r.shard_index).bind(r.shard_total)
+                    .bind(r.attempt).bind(&r.executor_address).bind(&r.handler).bind(&r.params).bind(&r.item_param)
+                    .bind(RunState::Triggering.as_str()).bind(now).bind(now)
+                    .execute(&mut *tx).await.map(Done::from)?;
+                ids.push(res.insert_id());
+            }
+            sqlx::query("UPDATE fires SET state = ?, finished_at = NULL WHERE id = ?")
+                .bind(FireState::Running.as_str()).bind(fire.id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            ids
+        });
+        Ok(ids)
+    }
+
+    /// Records dispatch results. A run that already has a final result (its callback won the race
+    /// against this write) keeps its state.
+    pub async fn record_dispatches(&self, updates: &[RunUpdate]) -> StoreResult<()> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let sql = "UPDATE runs SET executor_address = ?, trigger_code = ?, trigger_msg = ?, dispatched_at = ?, \
+                   state = CASE WHEN state = 'triggering' THEN ? ELSE state END, \
+                   finished_at = CASE WHEN state = 'triggering' AND ? = 'failed' THEN ? ELSE finished_at END, \
+                   handle_msg = CASE WHEN state = 'triggering' AND ? = 'failed' THEN ? ELSE handle_msg END \
+                   WHERE id = ?";
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for u in updates {
+                let st = u.state.as_str();
+                sqlx::query(sql)
+                    .bind(&u.executor_address).bind(u.trigger_code).bind(&u.trigger_msg).bind(u.at)
+                    .bind(st).bind(st).bind(u.at).bind(st).bind(&u.trigger_msg).bind(u.run_id)
+                    .execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Applies executor results in one transaction: first result wins, `handleCode 0` is not a
+    /// result. Returns one outcome per item, in order.
+    pub async fn apply_callbacks(
+        &self,
+        items: &[(i64, i32, String)],
+        now: i64,
+    ) -> StoreResult<Vec<CallbackOutcome>> {
+        let update = "UPDATE runs SET state = ?, handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')";
+        let outcomes = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let mut out = Vec::with_capacity(items.len());
+            for (run_id, code, msg) in items {
+                let Some(state) = RunState::from_handle_code(*code, msg) else {
+                    out.push(CallbackOutcome::Duplicate);
+                    continue;
+                };
+                let n = sqlx::query(update)
+                    .bind(state.as_str()).bind(i64::from(*code)).bind(truncate(msg, 15_000)).bind(now).bind(*run_id)
+                    .execute(&mut *tx).await.map(Done::from)?.rows_affected();
+                let fire: Option<i64> = sqlx::query_scalar("SELECT fire_id FROM runs WHERE id = ?")
+                    .bind(*run_id).fetch_optional(&mut *tx).await?;
+                out.push(match (n, fire) {
+                    (_, None) => CallbackOutcome::Unknown,
+                    (0, Some(_)) => CallbackOutcome::Duplicate,
+                    (_, Some(fire_id)) => CallbackOutcome::Applied { run_id: *run_id, fire_id },
+                });
+            }
+            tx.commit().await?;
+            out
+        });
+        Ok(outcomes)
+    }
+
+    /// Sets a run's final state directly (kill, lost, timeout decided by the admin) if it has none yet.
+    pub async fn finish_run(
+        &self,
+        run_id: i64,
+        state: RunState,
+        code: i64,
+        msg: &str,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE runs SET state = ?, handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
+            .bind(state.as_str()).bind(code).bind(msg).bind(now).bind(run_id)
+            .execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n > 0)
+    }
+
+    /// Recomputes a fire's state from its current (non-superseded) runs. Returns the new state when
+    /// the fire just became final (so the caller can trigger children and alarms once).
+    pub async fn refresh_fire_state(
+        &self,
+        fire_id: i64,
+        now: i64,
+    ) -> StoreResult<Option<FireState>> {
+        let counts: Vec<(String, i64)> = with_pool!(self, pool => sqlx::query_as(
+            "SELECT state, COUNT(*) FROM runs WHERE fire_id = ? AND superseded = 0 GROUP BY state")
+            .bind(fire_id).fetch_all(pool).await)?;
+        let total: i64 = counts.iter().map(|(_, n)| n).sum();
+        let count = |s: RunState| {
+            counts
+                .iter()
+                .find(|(st, _)| st == s.as_str())
+                .map_or(0, |(_, n)| *n)
+        };
+        let open = count(RunState::Triggering) + count(RunState::Running);
+        let state = if total == 0 {
+            FireState::Failed
+        } else if open > 0 {
+            if count(RunState::Triggering) == total {
+                FireState::Triggering
+            } else {
+                FireState::Running
+            }
+        } else if count(RunState::Succeeded) == total {
+            FireState::Succeeded
+        } else {
+            FireState::Failed
+        };
+        let finished = matches!(state, FireState::Succeeded | FireState::Failed);
+        // Only the writer that moves the fire out of an open state reports it as newly final.
+        let n = with_pool!(self, pool => sqlx::query(
+            "UPDATE fires SET state = ?, finished_at = ? WHERE id = ? AND state <> ?")
+            .bind(state.as_str()).bind(if finished { Some(now) } else { None }).bind(fire_id).bind(state.as_str())
+            .execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok((n > 0 && finished).then_some(state))
+    }
+
+    pub async fn mark_fire_dispatched(&self, fire_id: i64, now: i64) -> StoreResult<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE fires SET dispatched_at = ? WHERE id = ? AND dispatched_at IS NULL")
+            .bind(now).bind(fire_id).execute(pool).await.map(Done::from))?;
+        Ok(())
+    }
+
+    pub async fn set_fire_message(&self, fire_id: i64, msg: &str) -> StoreResult<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE fires SET message = ? WHERE id = ?")
+            .bind(truncate(msg, 4000)).bind(fire_id).execute(pool).await.map(Done::from))?;
+        Ok(())
+    }
+
+    pub async fn get_fire(&self, id: i64) -> StoreResult<Option<Fire>> {
+        let sql = format!("SELECT {FIRE_COLS} FROM fires WHERE id = ?");
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, Fire>(&sql).bind(id).fetch_optional(pool).await)?,
+        )
+    }
+
+    /// Every run of a fire, superseded attempts included, by item then attempt.
+    pub async fn fire_runs(&self, fire_id: i64) -> StoreResult<Vec<Run>> {
+        let sql = format!(
+            "SELECT {RUN_COLS} FROM runs WHERE fire_id = ? ORDER BY shard_index, attempt, id"
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(fire_id).fetch_all(pool).await)?,
+        )
+    }
+
+    pub async fn get_run(&self, id: i64) -> StoreResult<Option<Run>> {
+        let sql = format!("SELECT {RUN_COLS} FROM runs WHERE id = ?");
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(id).fetch_optional(pool).await)?,
+        )
+    }
+
+    /// Fires of a job, newest first.
+    pub async fn list_fires(
+        &self,
+        group_ids: Option<&[i64]>,
+        job_id: Option<i64>,
+        state: Option<&str>,
+        offset: i64,
+        limit: i64,
+    ) -> StoreResult<(Vec<Fire>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(
+            qb: &mut QueryBuilder<'a, DB>,
+            group_ids: Option<&'a [i64]>,
+            job_id: Option<i64>,
+            state: Option<&'a str>,
+        ) where
+            i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        {
+            qb.push(" WHERE 1 = 1");
+            if let Some(ids) = group_ids {
+                push_in(qb, "group_id", ids);
+            }
+            if let Some(j) = job_id {
+                qb.push(" AND job_id = ").push_bind(j);
+            }
+            if let Some(s) = state {
+                qb.push(" AND state = ").push_bind(s);
+            }
+        }
+        let limit = limit.clamp(1, 1000);
+        let out = with_pool!(self, pool => {
+            let mut qb = QueryBuilder::new(format!("SELECT {FIRE_COLS} FROM fires"));
+            push_where(&mut qb, group_ids, job_id, state);
+            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(offset.max(0));
+            let rows = qb.build_query_as::<Fire>().fetch_all(pool).await?;
+            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM fires");
+            push_where(&mut cq, group_ids, job_id, state);
+            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
+            (rows, total)
+        });
+        Ok(out)
+    }
+
+    /// Runs matching `f`, newest first, with the total count.
+    pub async fn list_runs(&self, f: &RunFilter) -> StoreResult<(Vec<Run>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a RunFilter)
+        where
+            i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        {
+            qb.push(" WHERE 1 = 1");
+            if let Some(ids) = &f.group_ids {
+                push_in(qb, "group_id", ids);
+            }
+            if let Some(j) = f.job_id {
+                qb.push(" AND job_id = ").push_bind(j);
+            }
+            if let Some(fi) = f.fire_id {
+                qb.push(" AND fire_id = ").push_bind(fi);
+            }
+            if let Some(s) = &f.state {
+                qb.push(" AND state = ").push_bind(s.as_str());
+            }
+            if let Some(t) = f.from_ms {
+                qb.push(" AND created_at >= ").push_bind(t);
+            }
+            if let Some(t) = f.to_ms {
+                qb.push(" AND created_at < ").push_bind(t);
+            }
+        }
+        let limit = f.limit.clamp(1, 1000);
+        let out = with_pool!(self, pool => {
+            let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs"));
+            push_where(&mut qb, f);
+            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
+            let rows = qb.build_query_as::<Run>().fetch_all(pool).await?;
+            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM runs");
+            push_where(&mut cq, f);
+            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
+            (rows, total)
+        });
+        Ok(out)
+    }
+
+    /// Open runs dispatched to one of `addresses` (used to find runs lost with their executor).
+    pub async fn open_runs_before(&self, dispatched_before: i64) -> StoreResult<Vec<Run>> {
+        let sql = format!("SELECT {RUN_COLS} FROM runs WHERE state IN ('triggering', 'running') AND superseded = 0 AND created_at < ? ORDER BY id LIMIT 5000");
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(dispatched_before).fetch_all(pool).await)?,
+        )
+    }
+}
+
+/// Appends ` AND col IN (…)` (or a false condition for an empty list).
+pub(crate) fn push_in<'a, DB: sqlx::Database>(
+    qb: &mut QueryBuilder<'a, DB>,
+    col: &str,
+    ids: &'a [i64],
+) where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    if ids.is_empty() {
+        qb.push(" AND 1 = 0");
+        return;
+    }
+    qb.push(format!(" AND {col} IN ("));
+    let mut sep = qb.separated(", ");
+    for id in ids {
+        sep.push_bind(*id);
+    }
+    qb.push(")");
+}
+
+/// Cuts a message to at most `max` bytes on a character boundary.
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,0 +1,176 @@
+//! Jobs and their GLUE source history.
+
+use sqlx::QueryBuilder;
+
+use super::{with_pool, Done, Store, StoreError, StoreResult};
+use crate::model::Job;
+
+pub(crate) const JOB_COLS: &str = "id, group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at";
+
+/// Filters of the job list; every field optional.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub group_ids: Option<Vec<i64>>,
+    pub group_id: Option<i64>,
+    pub name: Option<String>,
+    pub handler: Option<String>,
+    pub enabled: Option<bool>,
+    pub offset: i64,
+    pub limit: i64,
+}
+
+/// A GLUE version kept when the source changes.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, sqlx::FromRow)]
+pub struct GlueVersion {
+    pub id: i64,
+    pub job_id: i64,
+    pub glue_type: String,
+    pub glue_source: String,
+    pub remark: String,
+    pub created_at: i64,
+}
+
+impl Store {
+    /// Inserts a job (its `id`, `created_at` and `updated_at` are ignored) and returns its id.
+    pub async fn create_job(&self, j: &Job, now: i64) -> StoreResult<i64> {
+        let sql = "INSERT INTO jobs (group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        let id = with_pool!(self, pool => sqlx::query(sql)
+            .bind(j.group_id).bind(&j.name).bind(&j.description).bind(&j.schedule_type)
+            .bind(&j.schedule_conf).bind(&j.timezone).bind(&j.handler).bind(&j.params)
+            .bind(&j.route_strategy).bind(&j.block_strategy).bind(j.timeout_s).bind(j.retry_count)
+            .bind(j.retry_interval_s).bind(j.retry_backoff).bind(&j.misfire_strategy)
+            .bind(&j.sharding_mode).bind(j.sharding_total).bind(&j.sharding_strategy)
+            .bind(&j.item_params).bind(j.max_node).bind(j.resume_checkpoint).bind(&j.child_job_ids)
+            .bind(&j.glue_type).bind(&j.glue_source).bind(j.glue_updated_at).bind(&j.alarm_targets)
+            .bind(j.enabled).bind(j.next_fire_at).bind(j.last_fire_at).bind(now).bind(now)
+            .execute(pool).await.map(Done::from))?
+        .insert_id();
+        Ok(id)
+    }
+
+    /// Replaces every client-set field of a job; returns `NotFound` for an unknown id.
+    pub async fn update_job(&self, j: &Job, now: i64) -> StoreResult<()> {
+        let sql = "UPDATE jobs SET group_id = ?, name = ?, description = ?, schedule_type = ?, schedule_conf = ?, timezone = ?, handler = ?, params = ?, route_strategy = ?, block_strategy = ?, timeout_s = ?, retry_count = ?, retry_interval_s = ?, retry_backoff = ?, misfire_strategy = ?, sharding_mode = ?, sharding_total = ?, sharding_strategy = ?, item_params = ?, max_node = ?, resume_checkpoint = ?, child_job_ids = ?, glue_type = ?, glue_source = ?, glue_updated_at = ?, alarm_targets = ?, enabled = ?, next_fire_at = ?, updated_at = ? WHERE id = ?";
+        let n = with_pool!(self, pool => sqlx::query(sql)
+            .bind(j.group_id).bind(&j.name).bind(&j.description).bind(&j.schedule_type)
+            .bind(&j.schedule_conf).bind(&j.timezone).bind(&j.handler).bind(&j.params)
+            .bind(&j.route_strategy).bind(&j.block_strategy).bind(j.timeout_s).bind(j.retry_count)
+            .bind(j.retry_interval_s).bind(j.retry_backoff).bind(&j.misfire_strategy)
+            .bind(&j.sharding_mode).bind(j.sharding_total).bind(&j.sharding_strategy)
+            .bind(&j.item_params).bind(j.max_node).bind(j.resume_checkpoint).bind(&j.child_job_ids)
+            .bind(&j.glue_type).bind(&j.glue_source).bind(j.glue_updated_at).bind(&j.alarm_targets)
+            .bind(j.enabled).bind(j.next_fire_at).bind(now).bind(j.id)
+            .execute(pool).await.map(Done::from))?
+        .rows_affected();
+        if n == 0 {
+            return Err(StoreError::NotFound("job"));
+        }
+        Ok(())
+    }
+
+    /// Turns a job on (with its first planned fire) or off.
+    pub async fn set_job_enabled(
+        &self,
+        id: i64,
+        enabled: bool,
+        next_fire_at: Option<i64>,
+        now: i64,
+    ) -> StoreResult<()> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE jobs SET enabled = ?, next_fire_at = ?, updated_at = ? WHERE id = ?")
+            .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(id)
+            .execute(pool).await.map(Done::from))?
+        .rows_affected();
+        if n == 0 {
+            return Err(StoreError::NotFound("job"));
+        }
+        Ok(())
+    }
+
+    pub async fn delete_job(&self, id: i64) -> StoreResult<()> {
+        let n = with_pool!(self, pool => sqlx::query("DELETE FROM jobs WHERE id = ?")
+            .bind(id).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        if n == 0 {
+            return Err(StoreError::NotFound("job"));
+        }
+        with_pool!(self, pool => {
+            sqlx::query("DELETE FROM glue_history WHERE job_id = ?").bind(id).execute(pool).await?;
+            sqlx::query("DELETE FROM checkpoints WHERE job_id = ?").bind(id).execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn get_job(&self, id: i64) -> StoreResult<Job> {
+        let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?");
+        with_pool!(self, pool => sqlx::query_as::<_, Job>(&sql).bind(id).fetch_optional(pool).await)?
+            .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// Jobs matching `f`, newest first, with the total count of matches (for paging).
+    pub async fn list_jobs(&self, f: &JobFilter) -> StoreResult<(Vec<Job>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a JobFilter)
+        where
+            i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        {
+            qb.push(" WHERE 1 = 1");
+            if let Some(ids) = &f.group_ids {
+                super::fires::push_in(qb, "group_id", ids);
+            }
+            if let Some(g) = f.group_id {
+                qb.push(" AND group_id = ").push_bind(g);
+            }
+            if let Some(n) = &f.name {
+                qb.push(" AND name LIKE ").push_bind(format!("%{n}%"));
+            }
+            if let Some(h) = &f.handler {
+                qb.push(" AND handler LIKE ").push_bind(format!("%{h}%"));
+            }
+            if let Some(e) = f.enabled {
+                qb.push(" AND enabled = ").push_bind(i64::from(e));
+            }
+        }
+        let limit = f.limit.clamp(1, 1000);
+        let (rows, total) = with_pool!(self, pool => {
+            let mut qb = QueryBuilder::new(format!("SELECT {JOB_COLS} FROM jobs"));
+            push_where(&mut qb, f);
+            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
+            let rows = qb.build_query_as::<Job>().fetch_all(pool).await?;
+            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM jobs");
+            push_where(&mut cq, f);
+            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
+            (rows, total)
+        });
+        Ok((rows, total))
+    }
+
+    /// All jobs of a group (used when deciding who may see what).
+    pub async fn count_jobs(&self) -> StoreResult<i64> {
+        Ok(
+            with_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM jobs").fetch_one(pool).await)?,
+        )
+    }
+
+    pub async fn add_glue_version(
+        &self,
+        job_id: i64,
+        glue_type: &str,
+        source: &str,
+        remark: &str,
+        now: i64,
+    ) -> StoreResult<i64> {
+        let id = with_pool!(self, pool => sqlx::query("INSERT INTO glue_history (job_id, glue_type, glue_source, remark, created_at) VALUES (?, ?, ?, ?, ?)")
+            .bind(job_id).bind(glue_type).bind(source).bind(remark).bind(now)
+            .execute(pool).await.map(Done::from))?
+        .insert_id();
+        Ok(id)
+    }
+
+    /// GLUE versions of a job, newest first.
+    pub async fn glue_versions(&self, job_id: i64) -> StoreResult<Vec<GlueVersion>> {
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, GlueVersion>("SELECT id, job_id, glue_type, glue_source, remark, created_at FROM glue_history WHERE job_id = ? ORDER BY id DESC")
+            .bind(job_id).fetch_all(pool).await)?,
+        )
+    }
+}

@@ -1,0 +1,271 @@
+//! The one store layer over SQLite (embedded default) and MySQL/MariaDB.
+//!
+//! Every query is written once, in the SQL both databases understand (`?` placeholders, epoch-ms
+//! BIGINTs, no `RETURNING`), and run through [`with_pool!`], which expands the same code for each
+//! pool type so each expansion is type-checked against its own driver. The few real dialect
+//! differences (upsert, `INSERT IGNORE`, locking) are the methods of [`Dialect`], and nowhere else.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+mod fires;
+mod groups;
+mod jobs;
+mod misc;
+mod users;
+
+pub use fires::{CallbackOutcome, NewRun, RunFilter, RunUpdate};
+pub use groups::GroupInput;
+pub use jobs::JobFilter;
+
+/// The database behind a [`Store`].
+#[derive(Clone)]
+pub(crate) enum Db {
+    Sqlite(SqlitePool),
+    MySql(MySqlPool),
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool, once per database type.
+macro_rules! with_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.db {
+            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::MySql($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+/// The SQL that differs between the two databases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    MySql,
+}
+
+impl Dialect {
+    /// `INSERT` that silently skips rows violating a unique key.
+    pub fn insert_ignore(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "INSERT OR IGNORE",
+            Dialect::MySql => "INSERT IGNORE",
+        }
+    }
+
+    /// Suffix of an upsert: `conflict` lists the unique columns, `updates` the `col = new value`
+    /// assignments written with `NEW(col)` for the inserted value.
+    pub fn upsert(self, conflict: &str, updates: &[&str]) -> String {
+        match self {
+            Dialect::Sqlite => {
+                let sets: Vec<String> = updates
+                    .iter()
+                    .map(|c| format!("{c} = excluded.{c}"))
+                    .collect();
+                format!(
+                    " ON CONFLICT ({conflict}) DO UPDATE SET {}",
+                    sets.join(", ")
+                )
+            }
+            Dialect::MySql => {
+                let sets: Vec<String> = updates
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect();
+                format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+            }
+        }
+    }
+}
+
+/// Errors of the store that callers branch on; everything else is a plain database error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// Maps a unique-key violation to a conflict with a readable message.
+    pub(crate) fn unique(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError {
+        match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(what()),
+            _ => StoreError::Db(e),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What a statement did, the same for both databases (their result types differ).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Done {
+    rows: u64,
+    id: i64,
+}
+
+impl Done {
+    pub(crate) fn rows_affected(&self) -> u64 {
+        self.rows
+    }
+
+    /// The id of the row an `INSERT` created.
+    pub(crate) fn insert_id(&self) -> i64 {
+        self.id
+    }
+}
+
+impl From<sqlx::sqlite::SqliteQueryResult> for Done {
+    fn from(r: sqlx::sqlite::SqliteQueryResult) -> Self {
+        Done {
+            rows: r.rows_affected(),
+            id: r.last_insert_rowid(),
+        }
+    }
+}
+
+impl From<sqlx::mysql::MySqlQueryResult> for Done {
+    fn from(r: sqlx::mysql::MySqlQueryResult) -> Self {
+        Done {
+            rows: r.rows_affected(),
+            id: r.last_insert_id() as i64,
+        }
+    }
+}
+
+/// A handle on the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) db: Db,
+}
+
+static SQLITE_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static MYSQL_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/mysql");
+
+impl Store {
+    /// Opens the database named by `url` (`sqlite://path` or `mysql://…`), creating an SQLite file
+    /// and its folder when missing, and applies the embedded migrations.
+    pub async fn connect(url: &str) -> anyhow::Result<Store> {
+        let store = if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            let pool = MySqlPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(&url)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot connect to MySQL at {}: {e}", redact(&url)))?;
+            MYSQL_MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|e| anyhow::anyhow!("MySQL migrations failed: {e}"))?;
+            Store {
+                db: Db::MySql(pool),
+            }
+        } else if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            let path = path.split('?').next().unwrap_or(path);
+            if path != ":memory:" {
+                if let Some(parent) = Path::new(path).parent() {
+                    if !parent.as_os_str().is_empty() {
+                        std::fs::create_dir_all(parent).map_err(|e| {
+                            anyhow::anyhow!("cannot create folder {}: {e}", parent.display())
+                        })?;
+                    }
+                }
+            }
+            let opts = SqliteConnectOptions::from_str(url)
+                .map_err(|e| anyhow::anyhow!("bad SQLite URL {url}: {e}"))?
+                .create_if_missing(true)
+                // WAL lets the console read while the scheduler writes; NORMAL sync is durable
+                // against process crashes, which is what a scheduler restart needs.
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(false);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .connect_with(opts)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot open SQLite database {path}: {e}"))?;
+            SQLITE_MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|e| anyhow::anyhow!("SQLite migrations failed: {e}"))?;
+            Store {
+                db: Db::Sqlite(pool),
+            }
+        } else {
+            anyhow::bail!(
+                "unsupported database URL {:?}: use sqlite://path/to/file.db or mysql://user:pass@host/db",
+                redact(url)
+            );
+        };
+        Ok(store)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self.db {
+            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::MySql(_) => Dialect::MySql,
+        }
+    }
+
+    /// Whether the store can take several admins at once (SQLite cannot).
+    pub fn supports_cluster(&self) -> bool {
+        self.dialect() == Dialect::MySql
+    }
+
+    /// A cheap round trip, for `/readyz`.
+    pub async fn ping(&self) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            sqlx::query("SELECT 1").execute(pool).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        with_pool!(self, pool => pool.close().await)
+    }
+}
+
+/// Hides the password of a database URL in messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &url[..scheme + 3],
+                    &creds[..colon],
+                    &url[at..]
+                ),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_password() {
+        assert_eq!(
+            super::redact("mysql://root:secret@127.0.0.1/test"),
+            "mysql://root:***@127.0.0.1/test"
+        );
+        assert_eq!(super::redact("sqlite://data/x.db"), "sqlite://data/x.db");
+    }
+}
