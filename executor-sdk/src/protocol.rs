@@ -239,14 +239,36 @@ pub type KillRequest = JobIdRequest;
 
 /// `LogParam` / `LogRequest`: body of `POST /log`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "LogRequestWire")]
 pub struct LogRequest {
     pub log_id: i64,
     /// `logDateTim` up to 3.4, `logDateTime` in 3.5.
-    #[serde(default, alias = "logDateTim", deserialize_with = "nullable_num")]
     pub log_date_time: i64,
-    #[serde(default = "default_from_line")]
     pub from_line_num: i32,
+}
+
+/// The two date spellings are separate fields here: we send both at once, and serde's `alias`
+/// would refuse such a body as a duplicate field.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LogRequestWire {
+    log_id: i64,
+    #[serde(default, rename = "logDateTim")]
+    log_date_tim: Option<i64>,
+    #[serde(default)]
+    log_date_time: Option<i64>,
+    #[serde(default = "default_from_line")]
+    from_line_num: i32,
+}
+
+impl From<LogRequestWire> for LogRequest {
+    fn from(w: LogRequestWire) -> Self {
+        LogRequest {
+            log_id: w.log_id,
+            log_date_time: w.log_date_time.or(w.log_date_tim).unwrap_or_default(),
+            from_line_num: w.from_line_num,
+        }
+    }
 }
 
 impl Serialize for LogRequest {
@@ -335,16 +357,39 @@ pub struct ExecutorMeta {
 
 /// `HandleCallbackParam` / `CallbackRequest` / `CallbackData`: one result reported by an executor.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "CallbackItemWire")]
 pub struct CallbackItem {
     pub log_id: i64,
     /// `logDateTim` up to 3.4, `logDateTime` in 3.5. Only ever used to find the log folder.
-    #[serde(default, alias = "logDateTim", deserialize_with = "nullable_num")]
     pub log_date_time: i64,
-    #[serde(default, deserialize_with = "nullable_num")]
     pub handle_code: i32,
-    #[serde(default, deserialize_with = "nullable_string")]
     pub handle_msg: String,
+}
+
+/// Both date spellings as separate fields, since we send both at once (see [`LogRequestWire`]).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CallbackItemWire {
+    log_id: i64,
+    #[serde(default, rename = "logDateTim")]
+    log_date_tim: Option<i64>,
+    #[serde(default)]
+    log_date_time: Option<i64>,
+    #[serde(default, deserialize_with = "nullable_num")]
+    handle_code: i32,
+    #[serde(default, deserialize_with = "nullable_string")]
+    handle_msg: String,
+}
+
+impl From<CallbackItemWire> for CallbackItem {
+    fn from(w: CallbackItemWire) -> Self {
+        CallbackItem {
+            log_id: w.log_id,
+            log_date_time: w.log_date_time.or(w.log_date_tim).unwrap_or_default(),
+            handle_code: w.handle_code,
+            handle_msg: w.handle_msg,
+        }
+    }
 }
 
 impl Serialize for CallbackItem {
@@ -659,6 +704,25 @@ mod tests {
         let v = serde_json::to_value(&a).unwrap();
         assert_eq!(v["logDateTim"], 100);
         assert_eq!(v["logDateTime"], 100);
+        // What we send (both spellings at once) must read back.
+        let back: LogRequest = serde_json::from_value(v).unwrap();
+        assert_eq!(back, a);
+    }
+
+    #[test]
+    fn callback_item_round_trip_with_both_spellings() {
+        let item = CallbackItem {
+            log_id: 3,
+            log_date_time: 1_750_000_000_123,
+            handle_code: 500,
+            handle_msg: "boom".into(),
+        };
+        let text = serde_json::to_string(&vec![item.clone()]).unwrap();
+        let back: CallbackBody = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.into_items(), vec![item]);
+        let null_date: CallbackItem =
+            serde_json::from_str(r#"{"logId":1,"logDateTim":null,"handleCode":200}"#).unwrap();
+        assert_eq!(null_date.log_date_time, 0);
     }
 
     #[test]
