@@ -3,3 +3,4 @@
 pub mod model;
 pub mod sharding;
 pub mod store;
+pub mod route;
