@@ -188,3 +188,9 @@ CREATE TABLE counters (
     name  TEXT    PRIMARY KEY,
     value INTEGER NOT NULL
 );
+
+-- Values generated once and shared by every admin (e.g. the executor access token).
+CREATE TABLE settings (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);

@@ -126,3 +126,23 @@ impl Store {
         Ok(())
     }
 }
+
+impl Store {
+    /// Returns the stored setting, or stores `generate()` if there is none (the first admin to
+    /// insert wins; the others read its value).
+    pub async fn setting_or_insert(
+        &self,
+        name: &str,
+        generate: impl FnOnce() -> String,
+    ) -> StoreResult<String> {
+        let sql = format!(
+            "{} INTO settings (name, value) VALUES (?, ?)",
+            self.dialect().insert_ignore()
+        );
+        let value = generate();
+        with_pool!(self, pool => sqlx::query(&sql).bind(name).bind(&value).execute(pool).await.map(Done::from))?;
+        let stored: String = with_pool!(self, pool => sqlx::query_scalar("SELECT value FROM settings WHERE name = ?")
+            .bind(name).fetch_one(pool).await)?;
+        Ok(stored)
+    }
+}

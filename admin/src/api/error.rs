@@ -1,0 +1,143 @@
+//! The REST API's error type and its JSON shape:
+//! `{"error": {"status": 400, "message": "...", "field": "schedule_conf"}}`.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+use crate::trigger::TriggerError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// A 400 about one field of the request.
+    pub fn field(field: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("{field}: {}", message.into()),
+            field: Some(field.to_string()),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, message)
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, format!("{what} not found"))
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut err = json!({ "status": self.status.as_u16(), "message": self.message });
+        if let Some(f) = self.field {
+            err["field"] = json!(f);
+        }
+        let mut resp = (self.status, axum::Json(json!({ "error": err }))).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        resp
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => ApiError::not_found(what),
+            StoreError::Conflict(m) => ApiError::conflict(m),
+            StoreError::Db(e) => {
+                // Details stay in the server log; the client learns only that it was not its fault.
+                tracing::error!(error = %e, "database error");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error (database)",
+                )
+            }
+        }
+    }
+}
+
+impl From<TriggerError> for ApiError {
+    fn from(e: TriggerError) -> Self {
+        match e {
+            TriggerError::Invalid(m) => ApiError::bad_request(m),
+            TriggerError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = match r {
+            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            JsonRejection::BytesRejection(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, format!("invalid JSON body: {}", r.body_text()))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::bad_request(format!("invalid query string: {}", r.body_text()))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::bad_request(format!("invalid path: {}", r.body_text()))
+    }
+}
+
+/// `Json<T>` whose rejections are [`ApiError`]s (JSON, with a clear message).
+#[derive(Debug, axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// `Query<T>` with [`ApiError`] rejections.
+#[derive(Debug, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct Query<T>(pub T);
+
+/// `Path<T>` with [`ApiError`] rejections.
+#[derive(Debug, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct Path<T>(pub T);

@@ -1,0 +1,141 @@
+//! HTTP surface of the admin: the executor-facing protocol (`/api/...`), the REST API
+//! (`/api/v1/...`) and the operational endpoints.
+
+mod error;
+mod executor;
+mod ops;
+pub mod v1;
+
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::Router;
+
+pub use error::ApiError;
+
+use crate::callbacks::CallbackSink;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::model::User;
+use crate::store::Store;
+use crate::trigger::Dispatcher;
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub settings: Arc<Settings>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub callbacks: CallbackSink,
+    pub metrics: Arc<Metrics>,
+    /// Token executors present; empty only when explicitly allowed.
+    pub access_token: Arc<str>,
+    /// This admin's id in `admin_nodes`.
+    pub node_id: Arc<str>,
+}
+
+/// The whole HTTP router of the admin.
+pub fn router(state: AppState) -> Router {
+    let limit = state.settings.max_body_bytes;
+    Router::new()
+        .merge(executor::routes())
+        .nest("/api/v1", v1::routes())
+        .merge(ops::routes())
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(limit))
+        .with_state(state)
+}
+
+/// The caller of a REST API request, authenticated by a bearer token.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub user: User,
+}
+
+impl Caller {
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.user.is_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this needs the ADMIN role"))
+        }
+    }
+
+    /// Refuses access to a group the user was not given.
+    pub fn require_group(&self, group_id: i64) -> Result<(), ApiError> {
+        if self.user.can_access_group(group_id) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "no permission on group {group_id}"
+            )))
+        }
+    }
+
+    /// The groups a list is restricted to (`None` = all, for admins).
+    pub fn group_scope(&self) -> Option<Vec<i64>> {
+        (!self.user.is_admin()).then(|| self.user.group_list())
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                ApiError::unauthorized("missing bearer token (Authorization: Bearer <token>)")
+            })?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthorized("Authorization header must be 'Bearer <token>'")
+            })?;
+        authenticate_token(state, token)
+            .await
+            .map(|user| Caller { user })
+    }
+}
+
+/// Finds the user a bearer token belongs to: the configured automation token (as the first
+/// admin user), or a stored API token.
+pub async fn authenticate_token(state: &AppState, token: &str) -> Result<User, ApiError> {
+    if let Some(configured) = state
+        .settings
+        .api_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    {
+        if shardline_executor::protocol::token_matches(configured, Some(token)) {
+            let admin = state
+                .store
+                .list_users()
+                .await?
+                .into_iter()
+                .find(|u| u.is_admin())
+                .ok_or_else(|| ApiError::unauthorized("no admin user exists"))?;
+            return Ok(admin);
+        }
+    }
+    let hash = crate::auth::token_hash(token);
+    let found = state
+        .store
+        .token_by_hash(&hash)
+        .await?
+        .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+    let now = crate::model::now_ms();
+    // Recording every use would be a write per request; a minute of precision is enough.
+    if found.last_used_at.is_none_or(|t| now - t > 60_000) {
+        state.store.touch_token(found.id, now).await?;
+    }
+    Ok(state.store.get_user(found.user_id).await?)
+}

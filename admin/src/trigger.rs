@@ -1,0 +1,830 @@
+//! The trigger path: from "job J fires now" to run requests accepted by executors.
+//!
+//! One call of [`Dispatcher::fire`] plans the runs (which executors, which shard or item each gets),
+//! stores the fire and its runs in one transaction (the scheduler's unique `sched_key` makes a
+//! double fire impossible), sends `/run` to every target concurrently over one pooled HTTP client,
+//! and records each answer. A run whose dispatch fails is re-dispatched at once to another live
+//! executor with the same index and total (shard failover), and the failing executor is avoided by
+//! routing until it beats again.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::future::join_all;
+use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
+
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::model::{
+    now_ms, AddressType, Fire, FireState, Group, Job, Run, RunState, ShardingMode, TriggerType,
+};
+use crate::route::{RouteStrategy, Router};
+use crate::sharding::{self, ItemParams, ShardExecutor};
+use crate::store::{NewRun, RunUpdate, Store, StoreError};
+
+/// What a fire should do beyond the job's own configuration.
+#[derive(Debug, Clone)]
+pub struct FireRequest {
+    pub trigger_type: TriggerType,
+    /// The planned time (the scheduler's tick, or now for manual fires).
+    pub planned_at: i64,
+    /// Set by the scheduler to make the planned fire unique across admins.
+    pub sched_key: Option<String>,
+    /// Replaces the job's parameters.
+    pub params: Option<String>,
+    /// Replaces the group's executors (manual "run on these").
+    pub addresses: Option<Vec<String>>,
+    /// Runs one shard only, `(index, total)`.
+    pub shard: Option<(i64, i64)>,
+    pub parent_fire_id: Option<i64>,
+}
+
+impl FireRequest {
+    pub fn manual(trigger_type: TriggerType) -> Self {
+        FireRequest {
+            trigger_type,
+            planned_at: now_ms(),
+            sched_key: None,
+            params: None,
+            addresses: None,
+            shard: None,
+            parent_fire_id: None,
+        }
+    }
+}
+
+/// The result of a fire.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FireOutcome {
+    Fired {
+        fire_id: i64,
+        run_ids: Vec<i64>,
+    },
+    /// Another admin already stored this planned fire.
+    AlreadyFired,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An executor as routing sees it, with the metadata it registered.
+#[derive(Debug, Clone)]
+struct Target {
+    address: String,
+    weight: u32,
+    labels: Vec<String>,
+}
+
+/// A run planned for dispatch.
+struct Planned {
+    run: NewRun,
+}
+
+/// Sends runs to executors; shared by the API, the scheduler and the retry loop.
+pub struct Dispatcher {
+    store: Store,
+    http: reqwest::Client,
+    settings: Arc<Settings>,
+    access_token: String,
+    router: Router,
+    metrics: Arc<Metrics>,
+    /// Executors whose last dispatch failed, with when; skipped by routing until they beat again.
+    unhealthy: Mutex<HashMap<String, i64>>,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Store,
+        http: reqwest::Client,
+        settings: Arc<Settings>,
+        access_token: String,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Dispatcher {
+            store,
+            http,
+            settings,
+            access_token,
+            router: Router::new(),
+            metrics,
+            unhealthy: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The token sent to a group's executors.
+    pub fn token_for(&self, group: &Group) -> String {
+        if group.access_token.is_empty() {
+            self.access_token.clone()
+        } else {
+            group.access_token.clone()
+        }
+    }
+
+    /// Called on every heartbeat: an executor that beats again is healthy again.
+    pub fn mark_healthy(&self, address: &str) {
+        let mut map = self.unhealthy.lock().expect("unhealthy map poisoned");
+        if !map.is_empty() {
+            map.remove(address);
+        }
+    }
+
+    fn mark_unhealthy(&self, address: &str) {
+        self.unhealthy
+            .lock()
+            .expect("unhealthy map poisoned")
+            .insert(address.to_string(), now_ms());
+    }
+
+    fn unhealthy_set(&self) -> HashSet<String> {
+        self.unhealthy
+            .lock()
+            .expect("unhealthy map poisoned")
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// The executors a fire of `group` may use, sorted by address (the shard order).
+    async fn targets(
+        &self,
+        group: &Group,
+        explicit: Option<&[String]>,
+    ) -> Result<Vec<Target>, StoreError> {
+        if let Some(list) = explicit {
+            let mut v: Vec<String> = list.iter().map(|a| normalize_address(a)).collect();
+            v.sort();
+            v.dedup();
+            return Ok(v
+                .into_iter()
+                .map(|address| Target {
+                    address,
+                    weight: 1,
+                    labels: vec![],
+                })
+                .collect());
+        }
+        if group.address_type == AddressType::Manual.as_str() {
+            return Ok(group
+                .manual_addresses()
+                .into_iter()
+                .map(|a| Target {
+                    address: normalize_address(&a),
+                    weight: 1,
+                    labels: vec![],
+                })
+                .collect());
+        }
+        let since = now_ms() - self.settings.dead_after_ms();
+        let live = self.store.live_executors(&group.appname, since).await?;
+        Ok(live
+            .into_iter()
+            .map(|e| {
+                let meta: protocol::ExecutorMeta =
+                    serde_json::from_str(&e.meta).unwrap_or_default();
+                Target {
+                    address: e.address,
+                    weight: meta.weight.unwrap_or(1).max(1),
+                    labels: meta.labels,
+                }
+            })
+            .collect())
+    }
+
+    /// Fires `job` once: plans, stores and dispatches its runs.
+    pub async fn fire(&self, job: &Job, req: FireRequest) -> Result<FireOutcome, TriggerError> {
+        let group = self.store.get_group(job.group_id).await?;
+        let targets = self.targets(&group, req.addresses.as_deref()).await?;
+        let params = req.params.clone().unwrap_or_else(|| job.params.clone());
+        let (planned, note) = self.plan(job, &targets, &params, req.shard).await?;
+        let now = now_ms();
+        let runs: Vec<NewRun> = planned.into_iter().map(|p| p.run).collect();
+        let Some((fire_id, run_ids)) = self
+            .store
+            .create_fire(
+                job.id,
+                job.group_id,
+                req.trigger_type.as_str(),
+                req.planned_at,
+                req.sched_key.as_deref(),
+                &params,
+                req.parent_fire_id,
+                &runs,
+                now,
+            )
+            .await?
+        else {
+            return Ok(FireOutcome::AlreadyFired);
+        };
+        self.metrics
+            .fires_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(note) = &note {
+            self.store.set_fire_message(fire_id, note).await?;
+        }
+        let fire = self
+            .store
+            .get_fire(fire_id)
+            .await?
+            .ok_or(StoreError::NotFound("fire"))?;
+        let stored: Vec<Run> = self.store.fire_runs(fire_id).await?;
+        self.dispatch_runs(job, &group, &fire, stored, &targets)
+            .await?;
+        Ok(FireOutcome::Fired { fire_id, run_ids })
+    }
+
+    /// Decides the runs of a fire. Returns them and an optional note for the fire's message.
+    async fn plan(
+        &self,
+        job: &Job,
+        targets: &[Target],
+        params: &str,
+        shard: Option<(i64, i64)>,
+    ) -> Result<(Vec<Planned>, Option<String>), TriggerError> {
+        let mode = ShardingMode::parse(&job.sharding_mode).map_err(TriggerError::Invalid)?;
+        let route = RouteStrategy::parse(&job.route_strategy)
+            .map_err(|e| TriggerError::Invalid(e.to_string()))?;
+        let base = |index: i64, total: i64, address: String, item_param: Option<String>| Planned {
+            run: NewRun {
+                shard_index: index,
+                shard_total: total,
+                attempt: 0,
+                executor_address: address,
+                handler: job.handler.clone(),
+                params: params.to_string(),
+                item_param,
+            },
+        };
+        let unhealthy = self.unhealthy_set();
+
+        // Retrying one shard: same index and total, any healthy executor.
+        if let Some((index, total)) = shard {
+            let address = self.pick_failover_target(targets, &unhealthy, None, index as usize);
+            return Ok((
+                vec![base(index, total, address.unwrap_or_default(), None)],
+                None,
+            ));
+        }
+
+        match mode {
+            ShardingMode::Items => {
+                let n = u32::try_from(job.sharding_total)
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| {
+                        TriggerError::Invalid(format!(
+                            "sharding_total {} must be at least 1",
+                            job.sharding_total
+                        ))
+                    })?;
+                let item_params = ItemParams::parse(&job.item_params, n)
+                    .map_err(|e| TriggerError::Invalid(e.to_string()))?;
+                let strategy = sharding::parse_strategy(&job.sharding_strategy)
+                    .map_err(|e| TriggerError::Invalid(e.to_string()))?;
+                // Executors that failed a dispatch lately are left out of the assignment when
+                // others remain, so no item is planned onto a dead-but-registered executor.
+                let healthy: Vec<&Target> = targets
+                    .iter()
+                    .filter(|t| !unhealthy.contains(&t.address))
+                    .collect();
+                let usable: Vec<&Target> = if healthy.is_empty() {
+                    targets.iter().collect()
+                } else {
+                    healthy
+                };
+                let execs: Vec<ShardExecutor> = usable
+                    .iter()
+                    .map(|t| ShardExecutor {
+                        address: t.address.clone(),
+                        weight: t.weight,
+                        labels: t.labels.clone(),
+                    })
+                    .collect();
+                let assignment = strategy.assign(&execs, &job.name, n, &item_params);
+                let mut runs = Vec::with_capacity(n as usize);
+                for item in 0..n {
+                    let address = assignment
+                        .owner_of(item)
+                        .map(|p| execs[p].address.clone())
+                        .unwrap_or_default();
+                    runs.push(base(
+                        i64::from(item),
+                        i64::from(n),
+                        address,
+                        item_params.get(item).map(str::to_string),
+                    ));
+                }
+                Ok((runs, None))
+            }
+            _ if mode == ShardingMode::Broadcast || route == RouteStrategy::ShardingBroadcast => {
+                let count = targets.len();
+                let max_node = if job.max_node > 0 {
+                    Some(job.max_node as usize)
+                } else {
+                    protocol::parse_max_node(params, count.max(1) as i32)
+                        .ok()
+                        .flatten()
+                        .map(|m| m as usize)
+                };
+                let addresses: Vec<&str> = targets.iter().map(|t| t.address.as_str()).collect();
+                let (chosen, note) = match max_node {
+                    Some(m) if m < count => (
+                        sharding::select_broadcast_targets(&addresses, &unhealthy, m),
+                        Some(format!("maxNode={m}: {m} of {count} executors called")),
+                    ),
+                    _ => ((0..count).collect(), None),
+                };
+                let total = chosen.len() as i64;
+                let runs = chosen
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &p)| base(i as i64, total, targets[p].address.clone(), None))
+                    .collect();
+                Ok((runs, note))
+            }
+            _ => {
+                let addresses: Vec<String> = targets.iter().map(|t| t.address.clone()).collect();
+                let chosen = self.route_single(job, route, &addresses, &unhealthy).await;
+                let (address, note) = match chosen {
+                    Ok((a, log)) => (a, log),
+                    Err(msg) => (String::new(), Some(msg)),
+                };
+                Ok((vec![base(0, 1, address, None)], note))
+            }
+        }
+    }
+
+    /// Chooses the executor of a non-sharded fire by the job's route strategy.
+    async fn route_single(
+        &self,
+        job: &Job,
+        route: RouteStrategy,
+        addresses: &[String],
+        unhealthy: &HashSet<String>,
+    ) -> Result<(String, Option<String>), String> {
+        if addresses.is_empty() {
+            return Err("no online executor in the group".to_string());
+        }
+        let group_token = match self.store.get_group(job.group_id).await {
+            Ok(g) => self.token_for(&g),
+            Err(_) => self.access_token.clone(),
+        };
+        let timeout = self.settings.dispatch_timeout();
+        let job_id = job.id;
+        let busy = route == RouteStrategy::Busyover;
+        let http = &self.http;
+        let token = group_token.as_str();
+        let probe = |address: &str| {
+            let address = address.to_string();
+            async move {
+                let (path, body) = if busy {
+                    ("idleBeat", serde_json::json!({ "jobId": job_id }))
+                } else {
+                    ("beat", serde_json::json!({}))
+                };
+                let env =
+                    post_envelope::<serde_json::Value>(http, &address, path, token, &body, timeout)
+                        .await
+                        .map_err(String::from)?;
+                if env.is_success() {
+                    Ok(())
+                } else {
+                    Err(env.msg.unwrap_or_else(|| format!("code {}", env.code)))
+                }
+            }
+        };
+        self.router
+            .choose_probed(route, job_id, addresses, unhealthy, probe)
+            .await
+            .map(|c| (c.address, c.message))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Picks an executor for re-running `index` after `failed` failed: the next healthy executor
+    /// after the failed one in address order (so items spread), else any other, else none.
+    fn pick_failover_target(
+        &self,
+        targets: &[Target],
+        unhealthy: &HashSet<String>,
+        failed: Option<&str>,
+        index: usize,
+    ) -> Option<String> {
+        if targets.is_empty() {
+            return None;
+        }
+        let n = targets.len();
+        let start = failed
+            .and_then(|f| targets.iter().position(|t| t.address == f))
+            .map_or(index % n, |p| (p + 1) % n);
+        let order = (0..n).map(|k| &targets[(start + k) % n]);
+        let mut fallback = None;
+        for t in order {
+            if Some(t.address.as_str()) == failed {
+                continue;
+            }
+            if !unhealthy.contains(&t.address) {
+                return Some(t.address.clone());
+            }
+            fallback.get_or_insert_with(|| t.address.clone());
+        }
+        fallback.or_else(|| failed.map(str::to_string))
+    }
+
+    /// Sends every run of `runs` concurrently, records the answers, and fails over the ones an
+    /// executor refused or never answered.
+    async fn dispatch_runs(
+        &self,
+        job: &Job,
+        group: &Group,
+        fire: &Fire,
+        runs: Vec<Run>,
+        targets: &[Target],
+    ) -> Result<(), StoreError> {
+        let generation = if group.generation == "V35" {
+            Generation::V35
+        } else {
+            Generation::Classic
+        };
+        let token = self.token_for(group);
+        let checkpoints: HashMap<i64, String> = if is_sharded(job) {
+            self.store
+                .checkpoints(job.id)
+                .await?
+                .into_iter()
+                .map(|c| (c.item, c.value))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let resume = job.resume_checkpoint != 0 || matches!(fire.trigger_type.as_str(), "RETRY");
+        let mut pending = runs;
+        // Each round dispatches the pending runs; failed ones get a new attempt on another executor
+        // in the next round, at most once per executor.
+        for round in 0..=targets.len() {
+            if pending.is_empty() {
+                break;
+            }
+            let sends = pending.iter().map(|run| {
+                let checkpoint = if resume || run.attempt > 0 {
+                    checkpoints.get(&run.shard_index).cloned()
+                } else {
+                    None
+                };
+                let req = self.trigger_request(job, fire, run, checkpoint);
+                let token = token.clone();
+                async move {
+                    let started = Instant::now();
+                    let result = if run.executor_address.is_empty() {
+                        Err(CallError {
+                            transport: true,
+                            message: "no online executor in the group".to_string(),
+                        })
+                    } else {
+                        post_envelope::<serde_json::Value>(
+                            &self.http,
+                            &run.executor_address,
+                            generation.trigger_route(),
+                            &token,
+                            &req,
+                            self.settings.dispatch_timeout(),
+                        )
+                        .await
+                    };
+                    (run, result, started.elapsed())
+                }
+            });
+            let results = join_all(sends).await;
+            let now = now_ms();
+            let mut updates = Vec::with_capacity(results.len());
+            let mut failed = Vec::new();
+            for (run, result, took) in results {
+                self.metrics
+                    .dispatch_latency
+                    .observe(took.as_millis() as u64);
+                let (state, code, msg, transport) = match result {
+                    Ok(env) if env.is_success() => (
+                        RunState::Running,
+                        200,
+                        format!("accepted by {}", run.executor_address),
+                        false,
+                    ),
+                    Ok(env) => (
+                        RunState::Failed,
+                        i64::from(env.code),
+                        format!(
+                            "refused by {}: {}",
+                            run.executor_address,
+                            env.msg.unwrap_or_default()
+                        ),
+                        false,
+                    ),
+                    Err(e) => (RunState::Failed, 500, e.message, e.transport),
+                };
+                if state == RunState::Failed {
+                    self.metrics
+                        .dispatch_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    // An executor that answered with a refusal is alive (e.g. DISCARD_LATER);
+                    // only an executor that did not answer at all is avoided.
+                    if transport && !run.executor_address.is_empty() {
+                        self.mark_unhealthy(&run.executor_address);
+                    }
+                    failed.push((run, transport));
+                }
+                updates.push(RunUpdate {
+                    run_id: run.id,
+                    state,
+                    executor_address: run.executor_address.clone(),
+                    trigger_code: code,
+                    trigger_msg: msg,
+                    at: now,
+                });
+            }
+            self.store.record_dispatches(&updates).await?;
+            if round == 0 {
+                self.store.mark_fire_dispatched(fire.id, now).await?;
+                self.metrics
+                    .trigger_lateness
+                    .observe((now - fire.planned_at).max(0) as u64);
+            }
+            // Failover: only transport failures of sharded fires move to another executor; a
+            // refusal by a live executor is the job's business (block strategy, unknown handler).
+            let unhealthy = self.unhealthy_set();
+            let mut replaces = Vec::new();
+            let mut next = Vec::new();
+            for (run, transport) in failed {
+                if !(transport && (is_sharded(job) || run.executor_address.is_empty()))
+                    || targets.is_empty()
+                {
+                    continue;
+                }
+                let Some(address) = self.pick_failover_target(
+                    targets,
+                    &unhealthy,
+                    Some(&run.executor_address),
+                    run.shard_index as usize,
+                ) else {
+                    continue;
+                };
+                if address == run.executor_address || unhealthy.contains(&address) {
+                    continue;
+                }
+                replaces.push(run.id);
+                next.push(NewRun {
+                    shard_index: run.shard_index,
+                    shard_total: run.shard_total,
+                    attempt: run.attempt + 1,
+                    executor_address: address,
+                    handler: run.handler.clone(),
+                    params: run.params.clone(),
+                    item_param: run.item_param.clone(),
+                });
+            }
+            pending = if next.is_empty() {
+                Vec::new()
+            } else {
+                let ids = self
+                    .store
+                    .add_attempts(fire, &replaces, &next, now_ms())
+                    .await?;
+                let mut v = Vec::with_capacity(ids.len());
+                for id in ids {
+                    if let Some(r) = self.store.get_run(id).await? {
+                        v.push(r);
+                    }
+                }
+                v
+            };
+        }
+        self.store.refresh_fire_state(fire.id, now_ms()).await?;
+        Ok(())
+    }
+
+    /// The protocol request for one run.
+    fn trigger_request(
+        &self,
+        job: &Job,
+        fire: &Fire,
+        run: &Run,
+        checkpoint: Option<String>,
+    ) -> TriggerRequest {
+        TriggerRequest {
+            job_id: job.id,
+            executor_handler: job.handler.clone(),
+            executor_params: run.params.clone(),
+            executor_block_strategy: job.block_strategy.clone(),
+            executor_timeout: job.timeout_s as i32,
+            log_id: run.id,
+            log_date_time: run.log_date_time,
+            glue_type: job.glue_type.clone(),
+            glue_source: job.glue_source.clone(),
+            glue_updatetime: job.glue_updated_at,
+            broadcast_index: run.shard_index as i32,
+            broadcast_total: run.shard_total as i32,
+            checkpoint,
+            idempotency_key: Some(format!("{}:{}:{}", job.id, fire.id, run.shard_index)),
+            item_param: run.item_param.clone(),
+        }
+    }
+
+    /// Re-dispatches the given runs of a fire as new attempts (retry of failed items, lost runs).
+    pub async fn redispatch(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
+        if runs.is_empty() {
+            return Ok(vec![]);
+        }
+        let job = self.store.get_job(fire.job_id).await?;
+        let group = self.store.get_group(job.group_id).await?;
+        let targets = self.targets(&group, None).await?;
+        let unhealthy = self.unhealthy_set();
+        let mut news = Vec::with_capacity(runs.len());
+        for r in runs {
+            let address = self
+                .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
+                .unwrap_or_default();
+            news.push(NewRun {
+                shard_index: r.shard_index,
+                shard_total: r.shard_total,
+                attempt: r.attempt + 1,
+                executor_address: address,
+                handler: r.handler.clone(),
+                params: r.params.clone(),
+                item_param: r.item_param.clone(),
+            });
+        }
+        let replaces: Vec<i64> = runs.iter().map(|r| r.id).collect();
+        let ids = self
+            .store
+            .add_attempts(fire, &replaces, &news, now_ms())
+            .await?;
+        let mut stored = Vec::with_capacity(ids.len());
+        for id in &ids {
+            if let Some(r) = self.store.get_run(*id).await? {
+                stored.push(r);
+            }
+        }
+        let fire = self
+            .store
+            .get_fire(fire.id)
+            .await?
+            .ok_or(StoreError::NotFound("fire"))?;
+        self.dispatch_runs(&job, &group, &fire, stored, &targets)
+            .await?;
+        Ok(ids)
+    }
+
+    /// Asks an executor to stop a job (XXL-JOB's `/kill` stops every run of that job there).
+    pub async fn kill(&self, run: &Run) -> Result<String, String> {
+        let group = self
+            .store
+            .get_group(run.group_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = protocol::KillRequest { job_id: run.job_id };
+        let env = post_envelope::<serde_json::Value>(
+            &self.http,
+            &run.executor_address,
+            "kill",
+            &self.token_for(&group),
+            &body,
+            self.settings.dispatch_timeout(),
+        )
+        .await?;
+        if env.is_success() {
+            Ok(env.msg.unwrap_or_else(|| "kill sent".to_string()))
+        } else {
+            Err(env
+                .msg
+                .unwrap_or_else(|| format!("executor answered code {}", env.code)))
+        }
+    }
+
+    /// Reads a run's log from its executor (`/log`, paged from `from_line`).
+    pub async fn read_log(&self, run: &Run, from_line: i32) -> Result<protocol::LogResult, String> {
+        let group = self
+            .store
+            .get_group(run.group_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = protocol::LogRequest {
+            log_id: run.id,
+            log_date_time: run.log_date_time,
+            from_line_num: from_line.max(1),
+        };
+        let env = post_envelope::<protocol::LogResult>(
+            &self.http,
+            &run.executor_address,
+            "log",
+            &self.token_for(&group),
+            &body,
+            self.settings.dispatch_timeout(),
+        )
+        .await?;
+        if !env.is_success() {
+            return Err(env
+                .msg
+                .unwrap_or_else(|| format!("executor answered code {}", env.code)));
+        }
+        env.payload
+            .ok_or_else(|| "executor answered without a log".to_string())
+    }
+
+    /// The state a fire reports, for callers that just changed its runs.
+    pub async fn refresh(&self, fire_id: i64) -> Result<Option<FireState>, StoreError> {
+        self.store.refresh_fire_state(fire_id, now_ms()).await
+    }
+}
+
+fn is_sharded(job: &Job) -> bool {
+    job.sharding_mode != ShardingMode::None.as_str()
+        || job.route_strategy == RouteStrategy::ShardingBroadcast.as_str()
+}
+
+/// Registered addresses end with `/` (XXL-JOB style); requests append the route to it.
+pub fn normalize_address(a: &str) -> String {
+    let a = a.trim();
+    if a.ends_with('/') {
+        a.to_string()
+    } else {
+        format!("{a}/")
+    }
+}
+
+/// Why a request to an executor failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallError {
+    /// No answer at all (refused connection, timeout): the executor may be dead.
+    pub transport: bool,
+    pub message: String,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<CallError> for String {
+    fn from(e: CallError) -> String {
+        e.message
+    }
+}
+
+/// POSTs a protocol request to `{address}{path}` and reads the envelope. A non-200 status or a
+/// body that is no envelope is an answer of a live executor; no answer is a transport error.
+pub async fn post_envelope<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    address: &str,
+    path: &str,
+    token: &str,
+    body: &(impl serde::Serialize + ?Sized),
+    timeout: std::time::Duration,
+) -> Result<Envelope<T>, CallError> {
+    let url = format!("{}{path}", normalize_address(address));
+    let mut req = http.post(&url).timeout(timeout).json(body);
+    if !token.is_empty() {
+        req = req.header(protocol::ACCESS_TOKEN_HEADER, token);
+    }
+    let answered = |message: String| CallError {
+        transport: false,
+        message,
+    };
+    let resp = req.send().await.map_err(|e| {
+        let kind = if e.is_timeout() {
+            "timed out"
+        } else if e.is_connect() {
+            "connection refused"
+        } else {
+            "request failed"
+        };
+        CallError {
+            transport: true,
+            message: format!("{url}: {kind} ({e})"),
+        }
+    })?;
+    let status = resp.status();
+    let bytes = resp.bytes().await.map_err(|e| CallError {
+        transport: true,
+        message: format!("{url}: cannot read answer ({e})"),
+    })?;
+    if !status.is_success() {
+        return Err(answered(format!(
+            "{url}: HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(500)])
+        )));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| {
+        answered(format!(
+            "{url}: answer is not a protocol envelope ({e}): {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+        ))
+    })
+}
