@@ -5,6 +5,16 @@
 
 pub mod admin_client;
 pub mod callback;
+pub mod config;
+mod context;
+mod executor;
 pub mod protocol;
 pub mod registry;
 pub mod runlog;
+mod script;
+mod server;
+mod worker;
+
+pub use config::{ConfigError, ExecutorConfig};
+pub use context::{CheckpointError, IntoJobResult, JobContext, JobHandler, JobResult};
+pub use executor::{Background, BoundExecutor, Executor, ExecutorBuilder, ExecutorError};
