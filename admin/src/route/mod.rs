@@ -91,6 +91,12 @@ struct State {
     lru: HashMap<i64, Vec<String>>,
 }
 
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router").finish_non_exhaustive()
+    }
+}
+
 impl Default for Router {
     fn default() -> Self {
         Self::new()
@@ -319,15 +325,17 @@ impl State {
         let order = self.lru.entry(job_id).or_default();
         let online: HashSet<&str> = addresses.iter().map(AsRef::as_ref).collect();
         order.retain(|address| online.contains(address.as_str()));
+        let mut known: HashSet<String> = order.iter().cloned().collect();
         for address in addresses {
             let address = address.as_ref();
-            if !order.iter().any(|a| a == address) {
+            if known.insert(address.to_string()) {
                 order.push(address.to_string());
             }
         }
+        let eligible: HashSet<&str> = candidates.iter().copied().collect();
         let eldest = order
             .iter()
-            .position(|a| candidates.contains(&a.as_str()))
+            .position(|a| eligible.contains(a.as_str()))
             .unwrap_or(0);
         let touched = order.remove(eldest);
         let chosen = candidates
