@@ -216,8 +216,15 @@ async fn spooled_while_the_admin_is_down_and_replayed_when_it_returns() {
     assert!(log.contains("callback fail, admin http://"), "{log}");
 
     // While the admin is known down, later results go to the spool without waiting.
+    // (Three attempts with backoff would take more than 600 ms.)
+    let sent = std::time::Instant::now();
     sender.send(item(4));
     assert!(wait_for(WAIT, || spool_files(&s.spool).len() >= 2).await);
+    assert!(
+        sent.elapsed() < Duration::from_millis(450),
+        "{:?}",
+        sent.elapsed()
+    );
 
     admin.up().await;
     assert!(
