@@ -245,7 +245,7 @@ async fn log_pages_through_the_server() {
     let env = ex
         .post(
             "/log",
-            &json!({"logId":77,"logDateTim":1_750_000_000_123i64,"fromLineNum":1}),
+            &json!({"logId":77,"logDateTim":now_millis(),"fromLineNum":1}),
         )
         .await;
     assert_eq!(env["code"], 200);
@@ -262,7 +262,7 @@ async fn log_pages_through_the_server() {
     let env = ex
         .post(
             "/log",
-            &json!({"logId":77,"logDateTime":1_750_000_000_123i64,"fromLineNum":to + 1}),
+            &json!({"logId":77,"logDateTime":now_millis(),"fromLineNum":to + 1}),
         )
         .await;
     assert_eq!(env["data"]["logContent"], "");
@@ -270,7 +270,7 @@ async fn log_pages_through_the_server() {
     let env = ex
         .post(
             "/log",
-            &json!({"logId":77,"logDateTime":1_750_000_000_123i64,"fromLineNum":3}),
+            &json!({"logId":77,"logDateTime":now_millis(),"fromLineNum":3}),
         )
         .await;
     let content = env["data"]["logContent"].as_str().unwrap();
@@ -280,7 +280,7 @@ async fn log_pages_through_the_server() {
     let env = ex
         .post(
             "/log",
-            &json!({"logId":78,"logDateTime":1_750_000_000_123i64,"fromLineNum":1}),
+            &json!({"logId":78,"logDateTime":now_millis(),"fromLineNum":1}),
         )
         .await;
     assert_eq!(

@@ -251,13 +251,21 @@ pub fn trigger(job_id: i64, log_id: i64, handler: &str) -> Value {
         "executorBlockStrategy": "SERIAL_EXECUTION",
         "executorTimeout": 0,
         "logId": log_id,
-        "logDateTime": 1_750_000_000_123i64,
+        "logDateTime": now_millis(),
         "glueType": "BEAN",
         "glueSource": "",
         "glueUpdatetime": 1_749_990_000_000i64,
         "broadcastIndex": 0,
         "broadcastTotal": 1
     })
+}
+
+/// Trigger times are "now": run logs of old days would be removed by the retention clean-up.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap()
 }
 
 /// `trigger` with some fields replaced.
