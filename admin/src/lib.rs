@@ -1,12 +1,18 @@
 //! Shardline admin: stores jobs, decides when they fire and on which executors, and records results.
 
+// The OpenAPI document is one large `json!` literal.
+#![recursion_limit = "512"]
+
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod callbacks;
 pub mod config;
+pub mod cron;
 pub mod metrics;
 pub mod model;
 pub mod route;
+pub mod schedule;
 pub mod sharding;
 pub mod store;
 pub mod trigger;

@@ -14,6 +14,7 @@ use std::time::Instant;
 use futures::future::join_all;
 use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
 
+use crate::callbacks::FireEvents;
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::model::{
@@ -96,6 +97,8 @@ pub struct Dispatcher {
     metrics: Arc<Metrics>,
     /// Executors whose last dispatch failed, with when; skipped by routing until they beat again.
     unhealthy: Mutex<HashMap<String, i64>>,
+    /// Fires that just became final (children, alarms, FIX_DELAY follow from it).
+    events: FireEvents,
 }
 
 impl Dispatcher {
@@ -105,6 +108,7 @@ impl Dispatcher {
         settings: Arc<Settings>,
         access_token: String,
         metrics: Arc<Metrics>,
+        events: FireEvents,
     ) -> Self {
         Dispatcher {
             store,
@@ -114,6 +118,7 @@ impl Dispatcher {
             router: Router::new(),
             metrics,
             unhealthy: Mutex::new(HashMap::new()),
+            events,
         }
     }
 
@@ -605,7 +610,7 @@ impl Dispatcher {
                 v
             };
         }
-        self.store.refresh_fire_state(fire.id, now_ms()).await?;
+        self.refresh(fire.id).await?;
         Ok(())
     }
 
@@ -737,9 +742,13 @@ impl Dispatcher {
             .ok_or_else(|| "executor answered without a log".to_string())
     }
 
-    /// The state a fire reports, for callers that just changed its runs.
+    /// Recomputes a fire's state after its runs changed, and announces it when it became final.
     pub async fn refresh(&self, fire_id: i64) -> Result<Option<FireState>, StoreError> {
-        self.store.refresh_fire_state(fire_id, now_ms()).await
+        let state = self.store.refresh_fire_state(fire_id, now_ms()).await?;
+        if let Some(s) = state {
+            let _ = self.events.send((fire_id, s));
+        }
+        Ok(state)
     }
 }
 

@@ -22,7 +22,7 @@ mod users;
 
 pub use fires::{CallbackOutcome, NewRun, RunFilter, RunUpdate};
 pub use groups::GroupInput;
-pub use jobs::JobFilter;
+pub use jobs::{GlueVersion, JobFilter};
 
 /// The database behind a [`Store`].
 #[derive(Clone)]

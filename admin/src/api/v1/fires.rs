@@ -1,0 +1,380 @@
+//! `/api/v1/fires` and `/api/v1/runs`: what happened, item by item, and the actions on it
+//! (retry failed items, kill, read a run's log).
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+use super::jobs::Page;
+use crate::api::error::{Json, Path, Query};
+use crate::api::{ApiError, AppState, Caller};
+use crate::model::{now_ms, Fire, Run, RunState};
+use crate::store::RunFilter;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/fires", get(list_fires))
+        .route("/fires/{id}", get(get_fire))
+        .route("/fires/{id}/retry", post(retry_fire))
+        .route("/runs", get(list_runs))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/log", get(run_log))
+        .route("/runs/{id}/kill", post(kill_run))
+}
+
+#[derive(Debug, Deserialize)]
+struct FireQuery {
+    job_id: Option<i64>,
+    state: Option<String>,
+    #[serde(default)]
+    offset: i64,
+    limit: Option<i64>,
+}
+
+async fn list_fires(
+    State(st): State<AppState>,
+    caller: Caller,
+    Query(q): Query<FireQuery>,
+) -> Result<Json<Page<Fire>>, ApiError> {
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let scope = caller.group_scope();
+    let (items, total) = st
+        .store
+        .list_fires(
+            scope.as_deref(),
+            q.job_id,
+            q.state.as_deref().filter(|s| !s.is_empty()),
+            q.offset,
+            limit,
+        )
+        .await?;
+    Ok(Json(Page {
+        items,
+        total,
+        offset: q.offset.max(0),
+        limit,
+    }))
+}
+
+/// One item of a fire: its current attempt and how many there were.
+#[derive(Debug, Serialize)]
+pub struct ItemCoverage {
+    pub item: i64,
+    pub run_id: i64,
+    pub executor_address: String,
+    pub state: String,
+    pub attempts: i64,
+    /// Earlier attempts, e.g. "failed on http://10.0.0.7:9999/".
+    pub history: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Coverage {
+    pub total: i64,
+    pub succeeded: i64,
+    pub failed: i64,
+    pub running: i64,
+    pub missing: i64,
+    /// e.g. "8/8 items succeeded" or "7/8 items succeeded, 1 failed".
+    pub summary: String,
+    pub items: Vec<ItemCoverage>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FireView {
+    #[serde(flatten)]
+    pub fire: Fire,
+    pub coverage: Coverage,
+    pub runs: Vec<Run>,
+}
+
+/// Folds a fire's runs into one line per item, latest attempt first.
+pub fn coverage(fire: &Fire, runs: &[Run]) -> Coverage {
+    let mut by_item: BTreeMap<i64, Vec<&Run>> = BTreeMap::new();
+    for r in runs {
+        by_item.entry(r.shard_index).or_default().push(r);
+    }
+    let mut items = Vec::with_capacity(by_item.len());
+    let (mut ok, mut failed, mut running) = (0, 0, 0);
+    for (item, mut attempts) in by_item {
+        attempts.sort_by_key(|r| (r.superseded == 0, r.attempt, r.id));
+        let current = *attempts.last().expect("at least one run per item");
+        match RunState::parse(&current.state) {
+            Ok(RunState::Succeeded) => ok += 1,
+            Ok(RunState::Triggering | RunState::Running) => running += 1,
+            _ => failed += 1,
+        }
+        let history = attempts[..attempts.len() - 1]
+            .iter()
+            .map(|r| format!("{} on {}", r.state, display_addr(&r.executor_address)))
+            .collect();
+        items.push(ItemCoverage {
+            item,
+            run_id: current.id,
+            executor_address: current.executor_address.clone(),
+            state: current.state.clone(),
+            attempts: attempts.len() as i64,
+            history,
+        });
+    }
+    let total = fire.total_items.max(items.len() as i64);
+    let missing = total - items.len() as i64;
+    let noun = if runs.iter().any(|r| r.item_param.is_some()) || total > 1 {
+        "items"
+    } else {
+        "run"
+    };
+    let mut summary = format!("{ok}/{total} {noun} succeeded");
+    if failed > 0 {
+        summary.push_str(&format!(", {failed} failed"));
+    }
+    if running > 0 {
+        summary.push_str(&format!(", {running} running"));
+    }
+    if missing > 0 {
+        summary.push_str(&format!(", {missing} missing"));
+    }
+    Coverage {
+        total,
+        succeeded: ok,
+        failed,
+        running,
+        missing,
+        summary,
+        items,
+    }
+}
+
+fn display_addr(a: &str) -> &str {
+    if a.is_empty() {
+        "(no executor)"
+    } else {
+        a
+    }
+}
+
+async fn load_fire(st: &AppState, caller: &Caller, id: i64) -> Result<Fire, ApiError> {
+    let fire = st
+        .store
+        .get_fire(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("fire"))?;
+    caller.require_group(fire.group_id)?;
+    Ok(fire)
+}
+
+async fn get_fire(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<Json<FireView>, ApiError> {
+    let fire = load_fire(&st, &caller, id).await?;
+    let runs = st.store.fire_runs(id).await?;
+    let coverage = coverage(&fire, &runs);
+    Ok(Json(FireView {
+        fire,
+        coverage,
+        runs,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+struct RetryAnswer {
+    fire_id: i64,
+    retried_items: Vec<i64>,
+    run_ids: Vec<i64>,
+}
+
+/// Re-runs only the items of a fire that did not succeed (failed, timed out, killed, lost).
+async fn retry_fire(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<Json<RetryAnswer>, ApiError> {
+    let fire = load_fire(&st, &caller, id).await?;
+    let runs = st.store.fire_runs(id).await?;
+    let current: Vec<Run> = runs
+        .iter()
+        .filter(|r| r.superseded == 0)
+        .filter(|r| {
+            RunState::parse(&r.state).is_ok_and(|s| s.is_final() && s != RunState::Succeeded)
+        })
+        .cloned()
+        .collect();
+    if current.is_empty() {
+        return Err(ApiError::conflict(
+            "no failed item to retry: every item succeeded or is still running",
+        ));
+    }
+    let items = current.iter().map(|r| r.shard_index).collect();
+    let run_ids = st.dispatcher.redispatch(&fire, &current).await?;
+    Ok(Json(RetryAnswer {
+        fire_id: id,
+        retried_items: items,
+        run_ids,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct RunQuery {
+    job_id: Option<i64>,
+    fire_id: Option<i64>,
+    state: Option<String>,
+    /// Epoch ms, inclusive.
+    from: Option<i64>,
+    /// Epoch ms, exclusive.
+    to: Option<i64>,
+    #[serde(default)]
+    offset: i64,
+    limit: Option<i64>,
+}
+
+async fn list_runs(
+    State(st): State<AppState>,
+    caller: Caller,
+    Query(q): Query<RunQuery>,
+) -> Result<Json<Page<Run>>, ApiError> {
+    if let Some(s) = q.state.as_deref().filter(|s| !s.is_empty()) {
+        RunState::parse(s).map_err(|e| ApiError::field("state", e))?;
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let f = RunFilter {
+        group_ids: caller.group_scope(),
+        job_id: q.job_id,
+        fire_id: q.fire_id,
+        state: q.state.filter(|s| !s.is_empty()),
+        from_ms: q.from,
+        to_ms: q.to,
+        offset: q.offset.max(0),
+        limit,
+    };
+    let (items, total) = st.store.list_runs(&f).await?;
+    Ok(Json(Page {
+        items,
+        total,
+        offset: f.offset,
+        limit,
+    }))
+}
+
+async fn load_run(st: &AppState, caller: &Caller, id: i64) -> Result<Run, ApiError> {
+    let run = st
+        .store
+        .get_run(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("run"))?;
+    caller.require_group(run.group_id)?;
+    Ok(run)
+}
+
+async fn get_run(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<Json<Run>, ApiError> {
+    Ok(Json(load_run(&st, &caller, id).await?))
+}
+
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    from_line: Option<i32>,
+}
+
+#[derive(Debug, Serialize)]
+struct LogAnswer {
+    run_id: i64,
+    from_line: i32,
+    to_line: i32,
+    content: String,
+    /// True when the run is finished and there is nothing more to read (stop polling).
+    is_end: bool,
+    state: String,
+}
+
+/// Reads a page of the run's log from its executor. The executor never says "end" (XXL-JOB lets
+/// the admin decide): the log ends when the run is final and a read returns no new line.
+async fn run_log(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+    Query(q): Query<LogQuery>,
+) -> Result<Json<LogAnswer>, ApiError> {
+    let run = load_run(&st, &caller, id).await?;
+    let from = q.from_line.unwrap_or(1).max(1);
+    if run.executor_address.is_empty() {
+        return Err(ApiError::conflict(
+            "this run was never sent to an executor, so it has no log",
+        ));
+    }
+    let log = st.dispatcher.read_log(&run, from).await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::BAD_GATEWAY,
+            format!("cannot read the log from the executor: {e}"),
+        )
+    })?;
+    let finished = RunState::parse(&run.state).is_ok_and(RunState::is_final);
+    let nothing_new = log.to_line_num < from;
+    Ok(Json(LogAnswer {
+        run_id: run.id,
+        from_line: from,
+        to_line: log.to_line_num,
+        content: log.log_content,
+        is_end: log.is_end || (finished && nothing_new),
+        state: run.state,
+    }))
+}
+
+#[derive(Debug, Serialize)]
+struct KillAnswer {
+    run_id: i64,
+    message: String,
+    state: String,
+}
+
+/// Asks the executor to stop the run and records it as killed.
+async fn kill_run(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<Json<KillAnswer>, ApiError> {
+    let run = load_run(&st, &caller, id).await?;
+    if RunState::parse(&run.state).is_ok_and(RunState::is_final) {
+        return Err(ApiError::conflict(format!(
+            "run {id} already finished ({})",
+            run.state
+        )));
+    }
+    let message = match st.dispatcher.kill(&run).await {
+        Ok(m) => m,
+        Err(e) => format!("kill request failed ({e}); marked killed here"),
+    };
+    let now = now_ms();
+    if st
+        .store
+        .finish_run(
+            id,
+            RunState::Killed,
+            500,
+            &format!("killed from the admin: {message}"),
+            now,
+        )
+        .await?
+    {
+        st.metrics.count_result(RunState::Killed);
+        st.dispatcher.refresh(run.fire_id).await?;
+    }
+    let state = st
+        .store
+        .get_run(id)
+        .await?
+        .map(|r| r.state)
+        .unwrap_or_default();
+    Ok(Json(KillAnswer {
+        run_id: id,
+        message,
+        state,
+    }))
+}

@@ -1,0 +1,239 @@
+//! `/api/v1/users` and `/api/v1/tokens`. Admins manage everyone; a user sees himself and his own
+//! tokens.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+use crate::api::error::{Json, Path};
+use crate::api::{ApiError, AppState, Caller};
+use crate::auth;
+use crate::model::{now_ms, ApiToken, Role, User};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/users", get(list_users).post(create_user))
+        .route("/users/me", get(me))
+        .route(
+            "/users/{id}",
+            get(get_user).put(update_user).delete(delete_user),
+        )
+        .route("/users/{id}/password", post(set_password))
+        .route("/tokens", get(list_tokens).post(create_token))
+        .route("/tokens/{id}", delete(revoke_token))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserBody {
+    username: Option<String>,
+    password: Option<String>,
+    role: Option<String>,
+    group_ids: Option<Vec<i64>>,
+}
+
+fn check_username(name: &str) -> Result<(), ApiError> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+    {
+        return Err(ApiError::field(
+            "username",
+            "must be 1 to 64 letters, digits or '-_.@'",
+        ));
+    }
+    Ok(())
+}
+
+fn join_ids(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+async fn list_users(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<User>>, ApiError> {
+    caller.require_admin()?;
+    Ok(Json(st.store.list_users().await?))
+}
+
+async fn me(caller: Caller) -> Json<User> {
+    Json(caller.user)
+}
+
+async fn get_user(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<Json<User>, ApiError> {
+    if caller.user.id != id {
+        caller.require_admin()?;
+    }
+    Ok(Json(st.store.get_user(id).await?))
+}
+
+async fn create_user(
+    State(st): State<AppState>,
+    caller: Caller,
+    Json(body): Json<UserBody>,
+) -> Result<(StatusCode, Json<User>), ApiError> {
+    caller.require_admin()?;
+    let username = body.username.unwrap_or_default().trim().to_string();
+    check_username(&username)?;
+    let password = body
+        .password
+        .ok_or_else(|| ApiError::field("password", "is required"))?;
+    auth::check_password_strength(&password).map_err(|m| ApiError::field("password", m))?;
+    let role = body.role.unwrap_or_else(|| "USER".into());
+    Role::parse(&role).map_err(|e| ApiError::field("role", e))?;
+    let groups = join_ids(&body.group_ids.unwrap_or_default());
+    let hash = auth::hash_password_async(password)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let id = st
+        .store
+        .create_user(&username, &hash, &role, &groups, false, now_ms())
+        .await?;
+    Ok((StatusCode::CREATED, Json(st.store.get_user(id).await?)))
+}
+
+async fn update_user(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+    Json(body): Json<UserBody>,
+) -> Result<Json<User>, ApiError> {
+    caller.require_admin()?;
+    let current = st.store.get_user(id).await?;
+    if body
+        .username
+        .as_deref()
+        .is_some_and(|u| u != current.username)
+    {
+        return Err(ApiError::field("username", "cannot be changed"));
+    }
+    if body.password.is_some() {
+        return Err(ApiError::field(
+            "password",
+            "use POST /api/v1/users/{id}/password",
+        ));
+    }
+    let role = body.role.unwrap_or(current.role.clone());
+    Role::parse(&role).map_err(|e| ApiError::field("role", e))?;
+    if current.id == caller.user.id && role != Role::Admin.as_str() {
+        return Err(ApiError::field(
+            "role",
+            "you cannot remove your own ADMIN role",
+        ));
+    }
+    let groups = body
+        .group_ids
+        .map(|g| join_ids(&g))
+        .unwrap_or(current.group_ids);
+    st.store
+        .update_user_access(id, &role, &groups, now_ms())
+        .await?;
+    Ok(Json(st.store.get_user(id).await?))
+}
+
+async fn delete_user(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    if id == caller.user.id {
+        return Err(ApiError::bad_request("you cannot delete yourself"));
+    }
+    st.store.delete_user(id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PasswordBody {
+    password: String,
+}
+
+async fn set_password(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+    Json(body): Json<PasswordBody>,
+) -> Result<StatusCode, ApiError> {
+    if caller.user.id != id {
+        caller.require_admin()?;
+    }
+    auth::check_password_strength(&body.password).map_err(|m| ApiError::field("password", m))?;
+    let hash = auth::hash_password_async(body.password)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    st.store.set_password(id, &hash, false, now_ms()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_tokens(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<ApiToken>>, ApiError> {
+    let scope = (!caller.user.is_admin()).then_some(caller.user.id);
+    Ok(Json(st.store.list_tokens(scope).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenBody {
+    name: String,
+    /// Admins may create a token for another user.
+    user_id: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct NewToken {
+    #[serde(flatten)]
+    token: ApiToken,
+    /// The secret, shown this once only.
+    secret: String,
+}
+
+async fn create_token(
+    State(st): State<AppState>,
+    caller: Caller,
+    Json(body): Json<TokenBody>,
+) -> Result<(StatusCode, Json<NewToken>), ApiError> {
+    let name = body.name.trim();
+    if name.is_empty() || name.len() > 128 {
+        return Err(ApiError::field("name", "must be 1 to 128 characters"));
+    }
+    let user_id = match body.user_id {
+        Some(u) if u != caller.user.id => {
+            caller.require_admin()?;
+            st.store.get_user(u).await?.id
+        }
+        _ => caller.user.id,
+    };
+    let (secret, hash, prefix) = auth::new_api_token();
+    let id = st
+        .store
+        .create_token(user_id, name, &hash, &prefix, now_ms())
+        .await?;
+    let token = st.store.get_token(id).await?;
+    Ok((StatusCode::CREATED, Json(NewToken { token, secret })))
+}
+
+async fn revoke_token(
+    State(st): State<AppState>,
+    caller: Caller,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    let token = st.store.get_token(id).await?;
+    if token.user_id != caller.user.id {
+        caller.require_admin()?;
+    }
+    st.store.revoke_token(id, now_ms()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

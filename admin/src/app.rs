@@ -1,0 +1,280 @@
+//! Start-up and shutdown of the admin server: opens the store, prepares the secrets, starts the
+//! background tasks and serves HTTP until told to stop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState};
+use crate::callbacks;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::model::{now_ms, FireState, TriggerType};
+use crate::store::Store;
+use crate::trigger::{Dispatcher, FireRequest};
+
+/// How often this admin announces itself in `admin_nodes`.
+const NODE_BEAT: Duration = Duration::from_secs(5);
+/// A node silent for longer is considered gone (SQLite single-admin check, console list).
+pub const NODE_DEAD_AFTER_MS: i64 = 15_000;
+
+/// Secrets printed at first start, for the caller to show the operator once.
+#[derive(Debug, Default)]
+pub struct FirstStart {
+    pub admin_password: Option<String>,
+    pub generated_access_token: Option<String>,
+}
+
+/// Opens the store and makes sure an admin user and an executor token exist.
+pub async fn prepare(settings: &Settings) -> anyhow::Result<(Store, String, FirstStart)> {
+    let store = Store::connect(&settings.database_url).await?;
+    let mut first = FirstStart::default();
+    let access_token = match settings.access_token.as_deref().filter(|t| !t.is_empty()) {
+        Some(t) => t.to_string(),
+        None if settings.allow_no_token => String::new(),
+        None => {
+            let mut generated = None;
+            let token = store
+                .setting_or_insert("executor_access_token", || {
+                    let t = crate::auth::random_secret(32);
+                    generated = Some(t.clone());
+                    t
+                })
+                .await?;
+            // Printed only by the admin that created it (every start would leak it to logs).
+            if generated.as_deref() == Some(token.as_str()) {
+                first.generated_access_token = Some(token.clone());
+            }
+            token
+        }
+    };
+    first.admin_password =
+        crate::auth::ensure_admin_user(&store, settings.admin_password.as_deref()).await?;
+    Ok((store, access_token, first))
+}
+
+/// Refuses to start a second admin on one SQLite file (SQLite has no cross-process claims).
+async fn check_single_admin(store: &Store, node_id: &str) -> anyhow::Result<()> {
+    if store.supports_cluster() {
+        return Ok(());
+    }
+    let now = now_ms();
+    if let Some(other) = store
+        .admin_nodes()
+        .await?
+        .into_iter()
+        .find(|n| n.id != node_id && now - n.heartbeat_at < NODE_DEAD_AFTER_MS)
+    {
+        anyhow::bail!(
+            "another admin ({} at {}) is running on this SQLite database; SQLite supports one admin. \
+             Stop it, or use MySQL/MariaDB (SHARDLINE_DATABASE_URL=mysql://…) to run several",
+            other.id,
+            other.address
+        );
+    }
+    Ok(())
+}
+
+/// Runs the admin on `listener` until `shutdown` resolves.
+pub async fn run(
+    settings: Settings,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (store, access_token, first) = prepare(&settings).await?;
+    if let Some(p) = &first.admin_password {
+        println!("================================================================");
+        println!(" First start: user 'admin', one-time password: {p}");
+        println!(" (change it at first login; set SHARDLINE_ADMIN_PASSWORD to choose it)");
+        println!("================================================================");
+    }
+    if let Some(t) = &first.generated_access_token {
+        println!(" Executor access token (XXL-JOB-ACCESS-TOKEN) generated: {t}");
+        println!(" Give it to executors, or set SHARDLINE_ACCESS_TOKEN to choose it.");
+    }
+    serve(settings, store, access_token, listener, shutdown).await
+}
+
+/// Serves with an already prepared store.
+pub async fn serve(
+    settings: Settings,
+    store: Store,
+    access_token: String,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let settings = Arc::new(settings);
+    let local = listener.local_addr()?;
+    let node_id = format!("{}-{}", hostname(), crate::auth::random_secret(6));
+    check_single_admin(&store, &node_id).await?;
+    let public = settings
+        .public_address
+        .clone()
+        .unwrap_or_else(|| local.to_string());
+    let started = now_ms();
+    store
+        .heartbeat_node(&node_id, &public, started, started)
+        .await?;
+
+    let metrics = Arc::new(Metrics::default());
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .tcp_nodelay(true)
+        .connect_timeout(settings.dispatch_timeout())
+        .build()?;
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(i64, FireState)>();
+    let dispatcher = Arc::new(Dispatcher::new(
+        store.clone(),
+        http,
+        settings.clone(),
+        access_token.clone(),
+        metrics.clone(),
+        events_tx.clone(),
+    ));
+    let (sink, writer) = callbacks::start(store.clone(), metrics.clone(), events_tx);
+    let stop = CancellationToken::new();
+
+    let state = AppState {
+        store: store.clone(),
+        settings: settings.clone(),
+        dispatcher: dispatcher.clone(),
+        callbacks: sink,
+        metrics: metrics.clone(),
+        access_token: access_token.into(),
+        node_id: node_id.clone().into(),
+    };
+
+    // Fires that became final: trigger child jobs once per parent fire (not once per shard).
+    let events_task = {
+        let store = store.clone();
+        let dispatcher = dispatcher.clone();
+        tokio::spawn(async move {
+            while let Some((fire_id, state)) = events_rx.recv().await {
+                if state != FireState::Succeeded {
+                    continue;
+                }
+                if let Err(e) = trigger_children(&store, &dispatcher, fire_id).await {
+                    tracing::warn!(error = %e, fire_id, "child jobs not triggered");
+                }
+            }
+        })
+    };
+
+    let registry_task = tokio::spawn(registry_monitor(
+        store.clone(),
+        settings.clone(),
+        metrics.clone(),
+        stop.clone(),
+    ));
+    let node_task = tokio::spawn(node_heartbeat(
+        store.clone(),
+        node_id.clone(),
+        public,
+        started,
+        stop.clone(),
+    ));
+
+    let app = api::router(state);
+    tracing::info!(address = %local, node = %node_id, "shardline admin listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+
+    stop.cancel();
+    let _ = registry_task.await;
+    let _ = node_task.await;
+    drop(dispatcher);
+    events_task.abort();
+    // The writer ends once the last sink (held by the router, now dropped) is gone.
+    let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
+    let _ = store.remove_node(&node_id).await;
+    store.close().await;
+    Ok(())
+}
+
+async fn trigger_children(
+    store: &Store,
+    dispatcher: &Dispatcher,
+    fire_id: i64,
+) -> anyhow::Result<()> {
+    let Some(fire) = store.get_fire(fire_id).await? else {
+        return Ok(());
+    };
+    let job = store.get_job(fire.job_id).await?;
+    for child_id in job.child_ids() {
+        if child_id == job.id {
+            continue;
+        }
+        match store.get_job(child_id).await {
+            Ok(child) => {
+                let mut req = FireRequest::manual(TriggerType::Parent);
+                req.parent_fire_id = Some(fire_id);
+                if let Err(e) = dispatcher.fire(&child, req).await {
+                    tracing::warn!(error = %e, child_id, fire_id, "child job trigger failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, child_id, "child job not found"),
+        }
+    }
+    Ok(())
+}
+
+/// Evicts executors whose beats stopped and keeps the registry gauge current.
+async fn registry_monitor(
+    store: Store,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(settings.registry_sweep_s.max(1)));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let cutoff = now_ms() - settings.dead_after_ms();
+        match store.evict_registry(cutoff).await {
+            Ok(n) if n > 0 => {
+                tracing::info!(evicted = n, "executors evicted after missing heartbeats")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "registry eviction failed"),
+        }
+        if let Ok(live) = store.all_live_executors(cutoff).await {
+            metrics
+                .registry_size
+                .store(live.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+async fn node_heartbeat(
+    store: Store,
+    id: String,
+    address: String,
+    started: i64,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(NODE_BEAT);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = store.heartbeat_node(&id, &address, started, now_ms()).await {
+            tracing::warn!(error = %e, "admin node heartbeat failed");
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "admin".to_string())
+}

@@ -1,0 +1,162 @@
+//! When a job fires next, for each schedule type. One place, used by the API (validation, the
+//! first planned fire when a job starts) and by the scheduler (the fire after this one).
+
+use crate::cron::{parse_tz, CronExpr};
+use crate::model::{Job, ScheduleType};
+
+/// A job's schedule, parsed once.
+#[derive(Debug, Clone)]
+pub enum Schedule {
+    Cron {
+        expr: CronExpr,
+        tz: chrono_tz::Tz,
+    },
+    /// Every N ms, counted from the previous planned time.
+    FixRate(i64),
+    /// N ms after the previous fire finished.
+    FixDelay(i64),
+    None,
+}
+
+/// Why a schedule is invalid, naming the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl Schedule {
+    /// Parses `schedule_type` + `schedule_conf` + `timezone` (`""` = `default_tz`).
+    pub fn parse(
+        schedule_type: &str,
+        conf: &str,
+        timezone: &str,
+        default_tz: &str,
+    ) -> Result<Schedule, ScheduleError> {
+        let ty = ScheduleType::parse(schedule_type).map_err(|m| ScheduleError {
+            field: "schedule_type",
+            message: m,
+        })?;
+        let seconds = |what: &str| -> Result<i64, ScheduleError> {
+            let n: i64 = conf.trim().parse().map_err(|_| ScheduleError {
+                field: "schedule_conf",
+                message: format!("{what} needs a whole number of seconds, got {conf:?}"),
+            })?;
+            if !(1..=365 * 86_400).contains(&n) {
+                return Err(ScheduleError {
+                    field: "schedule_conf",
+                    message: format!("{what} seconds must be between 1 and 31536000, got {n}"),
+                });
+            }
+            Ok(n * 1000)
+        };
+        Ok(match ty {
+            ScheduleType::Cron => {
+                let expr = CronExpr::parse(conf.trim()).map_err(|e| ScheduleError {
+                    field: "schedule_conf",
+                    message: e.to_string(),
+                })?;
+                let zone = if timezone.trim().is_empty() {
+                    default_tz
+                } else {
+                    timezone.trim()
+                };
+                let tz = parse_tz(zone).map_err(|m| ScheduleError {
+                    field: "timezone",
+                    message: m,
+                })?;
+                Schedule::Cron { expr, tz }
+            }
+            ScheduleType::FixRate => Schedule::FixRate(seconds("FIX_RATE")?),
+            ScheduleType::FixDelay => Schedule::FixDelay(seconds("FIX_DELAY")?),
+            ScheduleType::None => Schedule::None,
+        })
+    }
+
+    pub fn of_job(job: &Job, default_tz: &str) -> Result<Schedule, ScheduleError> {
+        Schedule::parse(
+            &job.schedule_type,
+            &job.schedule_conf,
+            &job.timezone,
+            default_tz,
+        )
+    }
+
+    /// The first planned fire of a job started at `now`.
+    pub fn first_after(&self, now: i64) -> Option<i64> {
+        match self {
+            Schedule::Cron { expr, tz } => expr.next_after(now, *tz),
+            Schedule::FixRate(ms) | Schedule::FixDelay(ms) => Some(now + ms),
+            Schedule::None => None,
+        }
+    }
+
+    /// The planned fire after the one planned at `planned`. FIX_DELAY has none until its fire
+    /// finishes (see [`Schedule::after_finish`]).
+    pub fn next_after_planned(&self, planned: i64) -> Option<i64> {
+        match self {
+            Schedule::Cron { expr, tz } => expr.next_after(planned, *tz),
+            Schedule::FixRate(ms) => Some(planned + ms),
+            Schedule::FixDelay(_) | Schedule::None => None,
+        }
+    }
+
+    /// For FIX_DELAY: the next fire, `delay` after the previous fire finished at `finished_at`.
+    pub fn after_finish(&self, finished_at: i64) -> Option<i64> {
+        match self {
+            Schedule::FixDelay(ms) => Some(finished_at + ms),
+            _ => None,
+        }
+    }
+
+    /// Up to `n` upcoming planned times after `now` (for previews).
+    pub fn preview(&self, now: i64, n: usize) -> Vec<i64> {
+        let mut out = Vec::with_capacity(n);
+        let mut t = self.first_after(now);
+        while let Some(at) = t {
+            if out.len() >= n {
+                break;
+            }
+            out.push(at);
+            t = match self {
+                Schedule::FixDelay(ms) => Some(at + ms),
+                _ => self.next_after_planned(at),
+            };
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        let s = Schedule::parse("FIX_RATE", "5", "", "UTC").unwrap();
+        assert_eq!(s.first_after(1_000), Some(6_000));
+        assert_eq!(s.next_after_planned(6_000), Some(11_000));
+        assert_eq!(s.preview(0, 3), vec![5_000, 10_000, 15_000]);
+        let d = Schedule::parse("FIX_DELAY", "2", "", "UTC").unwrap();
+        assert_eq!(d.next_after_planned(10), None);
+        assert_eq!(d.after_finish(100), Some(2_100));
+        let e = Schedule::parse("FIX_RATE", "0", "", "UTC").unwrap_err();
+        assert_eq!(e.field, "schedule_conf");
+        let e = Schedule::parse("FIX_RATE", "abc", "", "UTC").unwrap_err();
+        assert!(e.message.contains("whole number"));
+        assert!(matches!(
+            Schedule::parse("NONE", "", "", "UTC").unwrap(),
+            Schedule::None
+        ));
+    }
+
+    #[test]
+    fn cron_and_zone_errors() {
+        let e = Schedule::parse("CRON", "0 0 * * * ?", "Mars/Base", "UTC").unwrap_err();
+        assert_eq!(e.field, "timezone");
+        let e = Schedule::parse("CRON", "not cron", "", "UTC").unwrap_err();
+        assert_eq!(e.field, "schedule_conf");
+        let s = Schedule::parse("CRON", "0 0 * * * ?", "", "UTC").unwrap();
+        assert_eq!(s.first_after(0), Some(3_600_000));
+    }
+}
