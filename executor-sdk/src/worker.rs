@@ -370,8 +370,11 @@ impl Workers {
             };
             match next {
                 Some((q, cancel)) => {
-                    self.execute(&lane, q, cancel).await;
+                    let (req, logger, result) = self.execute(&lane, q, cancel).await;
+                    // Idle before the result leaves: an admin that reacts to the callback with a
+                    // new trigger (or an idleBeat) must find the job idle, not still running.
                     lane.state().running = None;
+                    self.finish(&req, &logger, result);
                 }
                 None => {
                     let idle = self.shared.env.idle_timeout;
@@ -415,7 +418,13 @@ impl Workers {
         true
     }
 
-    async fn execute(&self, lane: &Lane, q: Queued, cancel: CancellationToken) {
+    /// Runs one queued run to its result (the caller reports it).
+    async fn execute(
+        &self,
+        lane: &Lane,
+        q: Queued,
+        cancel: CancellationToken,
+    ) -> (TriggerRequest, RunLogger, JobResult) {
         let env = &self.shared.env;
         let req = q.req;
         let logger = env.logs.logger(req.log_id, req.log_date_time);
@@ -472,7 +481,7 @@ impl Workers {
                 JobResult::timeout(MSG_TIMEOUT)
             }
         };
-        self.finish(&req, &logger, result);
+        (req, logger, result)
     }
 }
 
