@@ -4,7 +4,9 @@ mod common;
 
 use common::TestDb;
 use shardline_admin::model::{Job, RunState};
-use shardline_admin::store::{CallbackOutcome, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store, StoreError};
+use shardline_admin::store::{
+    CallbackOutcome, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store, StoreError,
+};
 
 fn group(appname: &str) -> GroupInput {
     GroupInput {
@@ -85,27 +87,51 @@ async fn groups_and_registry() {
     each_db(|s, kind| async move {
         let id = s.create_group(&group("app-a"), 1).await.unwrap();
         let dup = s.create_group(&group("app-a"), 1).await.unwrap_err();
-        assert!(matches!(dup, StoreError::Conflict(ref m) if m.contains("app-a")), "{kind}: {dup}");
+        assert!(
+            matches!(dup, StoreError::Conflict(ref m) if m.contains("app-a")),
+            "{kind}: {dup}"
+        );
         assert_eq!(s.get_group(id).await.unwrap().appname, "app-a");
-        assert!(matches!(s.get_group(999).await, Err(StoreError::NotFound("group"))));
+        assert!(matches!(
+            s.get_group(999).await,
+            Err(StoreError::NotFound("group"))
+        ));
 
         // Heartbeats: upsert refreshes, order is by address, eviction by age.
-        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "", 1_000).await.unwrap();
-        s.upsert_registry("app-a", "http://10.0.0.10:9999/", "", 1_000).await.unwrap();
-        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "{\"weight\":3}", 5_000).await.unwrap();
+        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "", 1_000)
+            .await
+            .unwrap();
+        s.upsert_registry("app-a", "http://10.0.0.10:9999/", "", 1_000)
+            .await
+            .unwrap();
+        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "{\"weight\":3}", 5_000)
+            .await
+            .unwrap();
         let live = s.live_executors("app-a", 0).await.unwrap();
         let addrs: Vec<_> = live.iter().map(|e| e.address.as_str()).collect();
-        assert_eq!(addrs, ["http://10.0.0.10:9999/", "http://10.0.0.9:9999/"], "{kind}");
+        assert_eq!(
+            addrs,
+            ["http://10.0.0.10:9999/", "http://10.0.0.9:9999/"],
+            "{kind}"
+        );
         assert_eq!(live[1].meta, "{\"weight\":3}");
         assert_eq!(live[1].first_seen, 1_000);
         assert_eq!(s.live_executors("app-a", 2_000).await.unwrap().len(), 1);
         assert_eq!(s.evict_registry(2_000).await.unwrap(), 1);
-        assert_eq!(s.remove_registry("app-a", "http://10.0.0.9:9999/").await.unwrap(), 1);
+        assert_eq!(
+            s.remove_registry("app-a", "http://10.0.0.9:9999/")
+                .await
+                .unwrap(),
+            1
+        );
         assert!(s.live_executors("app-a", 0).await.unwrap().is_empty());
 
         // A group with jobs cannot be deleted.
         s.create_job(&job(id, "j"), 1).await.unwrap();
-        assert!(matches!(s.delete_group(id).await, Err(StoreError::Conflict(_))));
+        assert!(matches!(
+            s.delete_group(id).await,
+            Err(StoreError::Conflict(_))
+        ));
     })
     .await;
 }
@@ -128,30 +154,52 @@ async fn jobs_crud_and_filters() {
 
         s.set_job_enabled(b, true, Some(12345), 30).await.unwrap();
         let (rows, total) = s
-            .list_jobs(&JobFilter { enabled: Some(true), limit: 10, ..Default::default() })
+            .list_jobs(&JobFilter {
+                enabled: Some(true),
+                limit: 10,
+                ..Default::default()
+            })
             .await
             .unwrap();
         assert_eq!((rows.len(), total), (1, 1));
         assert_eq!(rows[0].next_fire_at, Some(12345));
         let (rows, _) = s
-            .list_jobs(&JobFilter { name: Some("report".into()), limit: 10, ..Default::default() })
+            .list_jobs(&JobFilter {
+                name: Some("report".into()),
+                limit: 10,
+                ..Default::default()
+            })
             .await
             .unwrap();
         assert_eq!(rows[0].id, a);
         let (rows, total) = s
-            .list_jobs(&JobFilter { group_ids: Some(vec![]), limit: 10, ..Default::default() })
+            .list_jobs(&JobFilter {
+                group_ids: Some(vec![]),
+                limit: 10,
+                ..Default::default()
+            })
             .await
             .unwrap();
         assert_eq!((rows.len(), total), (0, 0));
 
-        s.add_glue_version(a, "GLUE_SHELL", "echo 1", "v1", 1).await.unwrap();
-        s.add_glue_version(a, "GLUE_SHELL", "echo 2", "v2", 2).await.unwrap();
+        s.add_glue_version(a, "GLUE_SHELL", "echo 1", "v1", 1)
+            .await
+            .unwrap();
+        s.add_glue_version(a, "GLUE_SHELL", "echo 2", "v2", 2)
+            .await
+            .unwrap();
         let versions = s.glue_versions(a).await.unwrap();
         assert_eq!(versions[0].remark, "v2");
 
         s.delete_job(a).await.unwrap();
-        assert!(matches!(s.get_job(a).await, Err(StoreError::NotFound("job"))));
-        assert!(matches!(s.delete_job(a).await, Err(StoreError::NotFound("job"))));
+        assert!(matches!(
+            s.get_job(a).await,
+            Err(StoreError::NotFound("job"))
+        ));
+        assert!(matches!(
+            s.delete_job(a).await,
+            Err(StoreError::NotFound("job"))
+        ));
     })
     .await;
 }
@@ -163,14 +211,34 @@ async fn fires_runs_and_callbacks() {
         let j = s.create_job(&job(g, "sharded"), 1).await.unwrap();
         let runs = vec![run(0, 3, "a"), run(1, 3, "b"), run(2, 3, "c")];
         let (fire, ids) = s
-            .create_fire(j, g, "CRON", 60_000, Some(&format!("{j}:60000")), "", None, &runs, 100)
+            .create_fire(
+                j,
+                g,
+                "CRON",
+                60_000,
+                Some(&format!("{j}:60000")),
+                "",
+                None,
+                &runs,
+                100,
+            )
             .await
             .unwrap()
             .expect("first insert wins");
         assert_eq!(ids.len(), 3);
         // The same planned fire cannot be inserted twice (another admin got there first).
         let again = s
-            .create_fire(j, g, "CRON", 60_000, Some(&format!("{j}:60000")), "", None, &runs, 100)
+            .create_fire(
+                j,
+                g,
+                "CRON",
+                60_000,
+                Some(&format!("{j}:60000")),
+                "",
+                None,
+                &runs,
+                100,
+            )
             .await
             .unwrap();
         assert!(again.is_none(), "{kind}: duplicate planned fire refused");
@@ -180,7 +248,11 @@ async fn fires_runs_and_callbacks() {
             .zip(["a", "b", "c"])
             .map(|(id, a)| RunUpdate {
                 run_id: *id,
-                state: if a == "c" { RunState::Failed } else { RunState::Running },
+                state: if a == "c" {
+                    RunState::Failed
+                } else {
+                    RunState::Running
+                },
                 executor_address: a.to_string(),
                 trigger_code: if a == "c" { 500 } else { 200 },
                 trigger_msg: format!("sent to {a}"),
@@ -202,19 +274,37 @@ async fn fires_runs_and_callbacks() {
             )
             .await
             .unwrap();
-        assert_eq!(out[0], CallbackOutcome::Applied { run_id: ids[0], fire_id: fire });
-        assert_eq!(out[1], CallbackOutcome::Duplicate, "handleCode 0 is not a result");
+        assert_eq!(
+            out[0],
+            CallbackOutcome::Applied {
+                run_id: ids[0],
+                fire_id: fire
+            }
+        );
+        assert_eq!(
+            out[1],
+            CallbackOutcome::Duplicate,
+            "handleCode 0 is not a result"
+        );
         assert_eq!(out[2], CallbackOutcome::Duplicate, "first result wins");
         assert_eq!(out[3], CallbackOutcome::Unknown);
         let r0 = s.get_run(ids[0]).await.unwrap().unwrap();
-        assert_eq!((r0.state.as_str(), r0.handle_msg.as_str()), ("succeeded", "ok"));
+        assert_eq!(
+            (r0.state.as_str(), r0.handle_msg.as_str()),
+            ("succeeded", "ok")
+        );
         let r2 = s.get_run(ids[2]).await.unwrap().unwrap();
         assert_eq!(r2.state, "failed");
         assert_eq!(r2.trigger_msg, "sent to c");
 
-        s.apply_callbacks(&[(ids[1], 200, "ok".into())], 140).await.unwrap();
+        s.apply_callbacks(&[(ids[1], 200, "ok".into())], 140)
+            .await
+            .unwrap();
         assert_eq!(
-            s.refresh_fire_state(fire, 150).await.unwrap().map(|f| f.as_str()),
+            s.refresh_fire_state(fire, 150)
+                .await
+                .unwrap()
+                .map(|f| f.as_str()),
             Some("failed")
         );
         // Reported once only.
@@ -223,19 +313,37 @@ async fn fires_runs_and_callbacks() {
         // A failover attempt supersedes the failed run; the fire succeeds when it does.
         let f = s.get_fire(fire).await.unwrap().unwrap();
         let new_ids = s
-            .add_attempts(&f, &[ids[2]], &[NewRun { attempt: 1, ..run(2, 3, "b") }], 160)
+            .add_attempts(
+                &f,
+                &[ids[2]],
+                &[NewRun {
+                    attempt: 1,
+                    ..run(2, 3, "b")
+                }],
+                160,
+            )
             .await
             .unwrap();
-        s.apply_callbacks(&[(new_ids[0], 200, "ok".into())], 170).await.unwrap();
+        s.apply_callbacks(&[(new_ids[0], 200, "ok".into())], 170)
+            .await
+            .unwrap();
         assert_eq!(
-            s.refresh_fire_state(fire, 180).await.unwrap().map(|f| f.as_str()),
+            s.refresh_fire_state(fire, 180)
+                .await
+                .unwrap()
+                .map(|f| f.as_str()),
             Some("succeeded")
         );
         let all = s.fire_runs(fire).await.unwrap();
         assert_eq!(all.len(), 4);
 
         let (list, total) = s
-            .list_runs(&RunFilter { job_id: Some(j), state: Some("succeeded".into()), limit: 2, ..Default::default() })
+            .list_runs(&RunFilter {
+                job_id: Some(j),
+                state: Some("succeeded".into()),
+                limit: 2,
+                ..Default::default()
+            })
             .await
             .unwrap();
         assert_eq!((list.len(), total), (2, 3), "{kind}");
@@ -248,7 +356,10 @@ async fn fires_runs_and_callbacks() {
 #[tokio::test]
 async fn users_tokens_checkpoints_reports() {
     each_db(|s, kind| async move {
-        let u = s.create_user("alice", "hash", "USER", "1,2", false, 1).await.unwrap();
+        let u = s
+            .create_user("alice", "hash", "USER", "1,2", false, 1)
+            .await
+            .unwrap();
         assert!(matches!(
             s.create_user("alice", "hash", "USER", "", false, 1).await,
             Err(StoreError::Conflict(_))
@@ -268,12 +379,20 @@ async fn users_tokens_checkpoints_reports() {
         assert_eq!(cps[0].value, "id=20");
         assert_eq!(s.clear_checkpoints(7).await.unwrap(), 2);
 
-        s.refresh_daily_report("2026-11-30", 0, i64::MAX, 1).await.unwrap();
-        s.refresh_daily_report("2026-11-30", 0, i64::MAX, 2).await.unwrap();
+        s.refresh_daily_report("2026-11-30", 0, i64::MAX, 1)
+            .await
+            .unwrap();
+        s.refresh_daily_report("2026-11-30", 0, i64::MAX, 2)
+            .await
+            .unwrap();
         assert_eq!(s.daily_reports("2026-11-01").await.unwrap().len(), 1);
 
-        s.heartbeat_node("node-a", "127.0.0.1:8080", 1, 1).await.unwrap();
-        s.heartbeat_node("node-a", "127.0.0.1:8080", 1, 9).await.unwrap();
+        s.heartbeat_node("node-a", "127.0.0.1:8080", 1, 1)
+            .await
+            .unwrap();
+        s.heartbeat_node("node-a", "127.0.0.1:8080", 1, 9)
+            .await
+            .unwrap();
         assert_eq!(s.admin_nodes().await.unwrap()[0].heartbeat_at, 9);
     })
     .await;

@@ -99,3 +99,209 @@ fn rand_suffix() -> u32 {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0)
 }
+
+/// Token executors and the admin share in tests.
+pub const ACCESS_TOKEN: &str = "test-access-token";
+/// Bearer token accepted as the admin user in tests.
+pub const API_TOKEN: &str = "test-api-token";
+
+/// An admin server running in this test process on a random port.
+pub struct TestAdmin {
+    pub base: String,
+    pub http: reqwest::Client,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestAdmin {
+    pub async fn start(db: &TestDb) -> TestAdmin {
+        Self::start_with(db, &[]).await
+    }
+
+    /// Starts an admin; `extra` are additional command-line flags.
+    pub async fn start_with(db: &TestDb, extra: &[&str]) -> TestAdmin {
+        use clap::Parser;
+        let mut args = vec![
+            "shardline-admin",
+            "--database-url",
+            &db.url,
+            "--access-token",
+            ACCESS_TOKEN,
+            "--api-token",
+            API_TOKEN,
+            "--admin-password",
+            "admin-password-1",
+            "--registry-sweep-s",
+            "1",
+            "--dispatch-timeout-ms",
+            "1000",
+        ];
+        args.extend_from_slice(extra);
+        let cli = shardline_admin::config::Cli::parse_from(args);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let s2 = stop.clone();
+        let task = tokio::spawn(async move {
+            shardline_admin::app::run(cli.settings, listener, async move { s2.cancelled().await })
+                .await
+        });
+        let http = reqwest::Client::new();
+        // Wait until it answers.
+        for _ in 0..200 {
+            if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
+                if r.status().is_success() {
+                    break;
+                }
+            }
+            if task.is_finished() {
+                let err = task.await.unwrap().unwrap_err();
+                panic!("admin did not start: {err:#}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        TestAdmin {
+            base,
+            http,
+            stop,
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// An authenticated REST call; returns status and JSON body (Null when empty).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self
+            .http
+            .request(method, self.url(&format!("/api/v1{path}")))
+            .bearer_auth(API_TOKEN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("admin reachable");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        let json = if text.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+        };
+        (status, json)
+    }
+
+    pub async fn get(&self, path: &str) -> serde_json::Value {
+        let (s, v) = self.call(reqwest::Method::GET, path, None).await;
+        assert_eq!(s, 200, "GET {path}: {v}");
+        v
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let (s, v) = self.call(reqwest::Method::POST, path, Some(body)).await;
+        assert!(s == 200 || s == 201, "POST {path}: {s} {v}");
+        v
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let (s, v) = self.call(reqwest::Method::PUT, path, Some(body)).await;
+        assert_eq!(s, 200, "PUT {path}: {v}");
+        v
+    }
+
+    /// Waits until the group has `n` live executors.
+    pub async fn wait_executors(&self, group_id: i64, n: usize) {
+        for _ in 0..400 {
+            let v = self.get(&format!("/groups/{group_id}/executors")).await;
+            if v.as_array().map_or(0, Vec::len) == n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("group {group_id} never had {n} executors");
+    }
+
+    /// Waits until a fire is final and returns it.
+    pub async fn wait_fire(&self, fire_id: i64) -> serde_json::Value {
+        for _ in 0..600 {
+            let v = self.get(&format!("/fires/{fire_id}")).await;
+            if v["state"] == "succeeded" || v["state"] == "failed" {
+                return v;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!(
+            "fire {fire_id} never finished: {}",
+            self.get(&format!("/fires/{fire_id}")).await
+        );
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(15), self.task).await;
+    }
+}
+
+/// An SDK executor running in this test process.
+pub struct TestExecutor {
+    pub address: String,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    _logs: tempfile::TempDir,
+}
+
+impl TestExecutor {
+    /// Starts an executor of `appname` registering every 200 ms with `admin`, with handlers added
+    /// by `build`.
+    pub async fn start(
+        appname: &str,
+        admin: &str,
+        build: impl FnOnce(shardline_executor::ExecutorBuilder) -> shardline_executor::ExecutorBuilder,
+    ) -> TestExecutor {
+        Self::start_with(appname, admin, |_| {}, build).await
+    }
+
+    pub async fn start_with(
+        appname: &str,
+        admin: &str,
+        configure: impl FnOnce(&mut shardline_executor::ExecutorConfig),
+        build: impl FnOnce(shardline_executor::ExecutorBuilder) -> shardline_executor::ExecutorBuilder,
+    ) -> TestExecutor {
+        let logs = tempfile::tempdir().unwrap();
+        let mut cfg = shardline_executor::ExecutorConfig::new(appname, vec![admin.to_string()]);
+        cfg.access_token = ACCESS_TOKEN.to_string();
+        cfg.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.log_path = logs.path().to_path_buf();
+        cfg.beat_interval = std::time::Duration::from_millis(200);
+        cfg.callback_retry_interval = std::time::Duration::from_millis(200);
+        cfg.shutdown_grace = std::time::Duration::from_millis(100);
+        configure(&mut cfg);
+        let executor = build(shardline_executor::Executor::builder(cfg))
+            .build()
+            .expect("executor builds");
+        let bound = executor.bind().await.expect("bind");
+        let address = format!("http://{}/", bound.local_addr());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let s2 = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = bound.serve(async move { s2.cancelled().await }).await;
+        });
+        TestExecutor {
+            address,
+            stop,
+            task,
+            _logs: logs,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await;
+    }
+}
