@@ -138,7 +138,7 @@ async fn serial_execution_runs_one_at_a_time_in_order() {
 async fn discard_later_refuses_while_busy() {
     let probe = Probe::default();
     let ex = TestExecutor::start(|_| {}, handlers(&probe)).await;
-    ex.run_ok(&sleep_trigger(2, 1, 400, "DISCARD_LATER")).await;
+    ex.run_ok(&sleep_trigger(2, 1, 1000, "DISCARD_LATER")).await;
     eventually("first run started", || probe.calls() == 1).await;
     let env = ex.run(&sleep_trigger(2, 2, 10, "DISCARD_LATER")).await;
     assert_eq!(env["code"], 500);
@@ -275,7 +275,7 @@ async fn kill_stops_the_running_run_and_fails_the_queue() {
 async fn duplicate_log_id_is_refused_while_queued_or_running() {
     let probe = Probe::default();
     let ex = TestExecutor::start(|_| {}, handlers(&probe)).await;
-    ex.run_ok(&sleep_trigger(6, 1, 300, "SERIAL_EXECUTION"))
+    ex.run_ok(&sleep_trigger(6, 1, 1000, "SERIAL_EXECUTION"))
         .await;
     ex.run_ok(&sleep_trigger(6, 2, 10, "SERIAL_EXECUTION"))
         .await;
@@ -404,7 +404,7 @@ async fn sibling_items_are_never_discarded() {
             log_id,
             "sleep",
             json!({
-                "executorParams": "300",
+                "executorParams": "1000",
                 "executorBlockStrategy": strategy,
                 "broadcastIndex": index,
                 "broadcastTotal": 8,
@@ -428,7 +428,8 @@ async fn sibling_items_are_never_discarded() {
     assert_eq!(env["msg"], "block strategy effect：Discard Later");
     ex.admin.callback(4).await;
     // Without Shardline's fields (a stock admin), one job is one queue, as in XXL-JOB.
-    ex.run_ok(&sleep_trigger(11, 6, 300, "DISCARD_LATER")).await;
+    ex.run_ok(&sleep_trigger(11, 6, 1000, "DISCARD_LATER"))
+        .await;
     eventually("stock run started", || probe.calls() == 5).await;
     let mut stock = sleep_trigger(11, 7, 300, "DISCARD_LATER");
     stock["broadcastIndex"] = json!(1);
@@ -467,7 +468,7 @@ async fn a_changed_handler_replaces_the_worker() {
 async fn an_idle_worker_exits() {
     let probe = Probe::default();
     let ex = TestExecutor::start(
-        |c| c.worker_idle_timeout = Duration::from_millis(300),
+        |c| c.worker_idle_timeout = Duration::from_millis(1000),
         handlers(&probe),
     )
     .await;
@@ -485,7 +486,7 @@ async fn an_idle_worker_exits() {
     ex.run_ok(&sleep_trigger(14, 2, 10, "SERIAL_EXECUTION"))
         .await;
     ex.admin.callback(2).await;
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     let env = ex.post("/kill", &json!({"jobId": 14})).await;
     assert_eq!(env["msg"], "job thread already killed.");
     // And a new trigger gets a fresh one.
