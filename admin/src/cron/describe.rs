@@ -76,12 +76,14 @@ impl Values {
         if v.len() == 1 {
             return Shape::Single(v[0]);
         }
-        if v.len() >= 2 {
+        // A step needs three values to be recognisable, except from the start of the range:
+        // {0, 30} seconds is "every 30 seconds", {10, 44} minutes reads better as a list.
+        if v.len() >= 3 || (v.len() == 2 && v[0] == 0 && self.min == 0) {
             let step = v[1] - v[0];
             let regular = v.windows(2).all(|w| w[1] - w[0] == step);
-            let (first, last) = (v[0], v[v.len() - 1]);
-            if step > 1 && regular && first - self.min < step && last + step > self.max {
-                return Shape::Every { start: first, step };
+            let last = v[v.len() - 1];
+            if step > 1 && regular && last + step > self.max {
+                return Shape::Every { start: v[0], step };
             }
         }
         Shape::List
@@ -137,8 +139,13 @@ fn ordinal_day(n: i32) -> String {
 }
 
 pub(crate) fn describe(p: &Parsed, max_year: i64) -> String {
-    let mut parts = vec![describe_time(p, max_year)];
-    parts.push(describe_days(p, max_year));
+    let (time, fixed) = describe_time(p, max_year);
+    let days = describe_days(p, max_year);
+    let mut parts = vec![time];
+    // "every 5 minutes" already says every day; "at 02:30:00" does not.
+    if fixed || days != "every day" {
+        parts.push(days);
+    }
     let months = Values::of(p, Field::Month, max_year);
     match months.shape() {
         Shape::All => {}
@@ -169,7 +176,9 @@ pub(crate) fn describe(p: &Parsed, max_year: i64) -> String {
     parts.join(", ")
 }
 
-fn describe_time(p: &Parsed, max_year: i64) -> String {
+/// The time-of-day part, and whether it names fixed times ("at 10:15:00") rather than a
+/// repetition ("every 5 minutes").
+fn describe_time(p: &Parsed, max_year: i64) -> (String, bool) {
     let s = Values::of(p, Field::Second, max_year);
     let m = Values::of(p, Field::Minute, max_year);
     let h = Values::of(p, Field::Hour, max_year);
@@ -183,18 +192,32 @@ fn describe_time(p: &Parsed, max_year: i64) -> String {
                 .iter()
                 .map(|hr| format!("{hr:02}:{min:02}:{sec:02}"))
                 .collect();
-            return format!("at {}", join(&times));
+            return (format!("at {}", join(&times)), true);
         }
     }
 
-    let on_the_second = matches!(ss, Shape::Single(0));
+    // Once an hour: "every hour at minute 30", "every 2 hours".
+    if let (Shape::Single(0), Shape::Single(min)) = (&ss, &ms) {
+        let at_minute = if *min == 0 {
+            String::new()
+        } else {
+            format!(" at minute {min}")
+        };
+        let text = match hs {
+            Shape::Every { start, step } => format!("{}{at_minute}", every(start, step, "hour")),
+            Shape::All => format!("every hour{at_minute}"),
+            _ => format!("every hour{at_minute}, during {}", hours(&h)),
+        };
+        return (text, false);
+    }
+
     let mut clauses = Vec::new();
-    // Seconds: "every 5 seconds", or a list; second 0 goes unsaid when a coarser unit repeats.
     let seconds_repeat = matches!(ss, Shape::All | Shape::Every { .. });
     match ss {
         Shape::All => clauses.push("every second".to_string()),
         Shape::Every { start, step } => clauses.push(every(start, step, "second")),
-        _ if on_the_second => {}
+        // Second 0 goes unsaid: "every 5 minutes" means on the minute.
+        Shape::Single(0) => {}
         _ => clauses.push(format!(
             "at {} {}",
             if s.values.len() == 1 {
@@ -205,60 +228,41 @@ fn describe_time(p: &Parsed, max_year: i64) -> String {
             s.list(|v| v.to_string())
         )),
     }
-    // Minutes.
-    let minutes_repeat = match ms {
-        Shape::All => {
-            if !seconds_repeat {
-                clauses.push("every minute".to_string());
-            }
-            true
-        }
-        Shape::Every { start, step } => {
-            clauses.push(every(start, step, "minute"));
-            true
-        }
-        Shape::Single(0) if on_the_second => false,
-        _ => {
-            clauses.push(format!(
-                "at {} {}",
-                if m.values.len() == 1 {
-                    "minute"
-                } else {
-                    "minutes"
-                },
-                m.list(|v| v.to_string())
-            ));
-            false
-        }
-    };
-    // Hours.
-    let past_the_hour = on_the_second && matches!(ms, Shape::Single(_));
-    match hs {
-        Shape::All if seconds_repeat || minutes_repeat => {}
-        Shape::All => clauses.insert(0, "every hour".to_string()),
-        Shape::Every { start, step } => {
-            let phrase = every(start, step, "hour");
-            if past_the_hour {
-                clauses.insert(0, phrase);
-            } else {
-                clauses.push(format!("during {phrase}"));
-            }
-        }
+    let minutes_repeat = matches!(ms, Shape::All | Shape::Every { .. });
+    match ms {
+        Shape::All if seconds_repeat => {}
+        Shape::All => clauses.push("every minute".to_string()),
+        Shape::Every { start, step } => clauses.push(every(start, step, "minute")),
         _ => clauses.push(format!(
-            "during {} {}",
-            if h.values.len() == 1 { "hour" } else { "hours" },
-            h.list(|v| format!("{v:02}"))
+            "at {} {}",
+            if m.values.len() == 1 {
+                "minute"
+            } else {
+                "minutes"
+            },
+            m.list(|v| v.to_string())
         )),
     }
-    if clauses.is_empty() {
-        clauses.push("every hour".to_string());
+    match hs {
+        Shape::All if seconds_repeat || minutes_repeat => {}
+        Shape::All => clauses.push("every hour".to_string()),
+        _ => clauses.push(format!("during {}", hours(&h))),
     }
-    clauses.join(", ")
+    (clauses.join(", "), false)
+}
+
+/// "hours 09 through 17", "hour 14".
+fn hours(h: &Values) -> String {
+    format!(
+        "{} {}",
+        if h.values.len() == 1 { "hour" } else { "hours" },
+        h.list(|v| format!("{v:02}"))
+    )
 }
 
 fn every(start: i32, step: i32, unit: &str) -> String {
     let base = format!("every {}", plural(step, unit));
-    if start == 0 || (start == 1 && matches!(unit, "day" | "month")) {
+    if start == 0 {
         base
     } else {
         format!("{base} starting at {unit} {start}")

@@ -154,22 +154,33 @@ pub fn schedule_warnings(expr: &CronExpr, tz: Tz, from_ms: i64) -> Vec<String> {
             format!("the fire time {}", &format_wall(fires[0])[11..])
         } else {
             format!(
-                "{} fire times from {} to {}",
+                "the {} fire times from {} to {}",
                 fires.len(),
                 &format_wall(fires[0])[11..],
                 &format_wall(fires[fires.len() - 1])[11..]
             )
         };
+        let single = fires.len() == 1;
+        let (exists, fire) = if single {
+            ("does not exist", "is skipped")
+        } else {
+            ("do not exist", "are skipped")
+        };
+        let (occur, fires_once) = if single {
+            ("occurs twice", "fires once")
+        } else {
+            ("occur twice", "fire once each")
+        };
         if after > before {
             warnings.push(format!(
-                "on {day} clocks in {} jump from {} to {}: {what} does not exist that day and is skipped",
+                "on {day} clocks in {} jump from {} to {}: {what} {exists} that day and {fire}",
                 tz.name(),
                 clock(low),
                 clock(high)
             ));
         } else {
             warnings.push(format!(
-                "on {day} clocks in {} go back from {} to {}: {what} occurs twice and fires once, at the second occurrence",
+                "on {day} clocks in {} go back from {} to {}: {what} {occur} and {fires_once}, at the second occurrence",
                 tz.name(),
                 clock(high),
                 clock(low)

@@ -402,7 +402,7 @@ impl Parser<'_> {
             if field != Field::DayOfWeek && field != Field::DayOfMonth {
                 return Err(self.err_at(
                     part,
-                    i,
+                    0,
                     "'?' can only be specified for Day-of-Month or Day-of-Week.",
                 ));
             }
@@ -411,7 +411,7 @@ impl Parser<'_> {
                     Some(&NO_SPEC) => {
                         return Err(self.err_at(
                             part,
-                            i,
+                            0,
                             "'?' can only be specified for Day-of-Month -OR- Day-of-Week.",
                         ))
                     }
@@ -419,7 +419,7 @@ impl Parser<'_> {
                     None => {
                         return Err(self.err_at(
                             part,
-                            i,
+                            0,
                             "No value given for the day-of-month field",
                         ))
                     }
@@ -716,23 +716,20 @@ impl Parser<'_> {
         incr: i32,
         field: Field,
     ) -> Result<(), CronError> {
-        let out_of_range = match field {
-            Field::Second | Field::Minute => ((val < 0 || val > 59 || end > 59) && val != ALL_SPEC)
-                .then_some("Minute and Second values must be between 0 and 59"),
-            Field::Hour => ((val < 0 || val > 23 || end > 23) && val != ALL_SPEC)
-                .then_some("Hour values must be between 0 and 23"),
-            Field::DayOfMonth => {
-                ((val < 1 || val > 31 || end > 31) && val != ALL_SPEC && val != NO_SPEC)
-                    .then_some("Day of month values must be between 1 and 31")
+        // Markers for `*` and `?` are exempt; values never come negative from the syntax.
+        let (lo, hi, message) = match field {
+            Field::Second | Field::Minute => {
+                (0, 59, "Minute and Second values must be between 0 and 59")
             }
-            Field::Month => ((val < 1 || val > 12 || end > 12) && val != ALL_SPEC)
-                .then_some("Month values must be between 1 and 12"),
-            Field::DayOfWeek => {
-                ((val == 0 || val > 7 || end > 7) && val != ALL_SPEC && val != NO_SPEC)
-                    .then_some("Day-of-Week values must be between 1 and 7")
-            }
-            Field::Year => None,
+            Field::Hour => (0, 23, "Hour values must be between 0 and 23"),
+            Field::DayOfMonth => (1, 31, "Day of month values must be between 1 and 31"),
+            Field::Month => (1, 12, "Month values must be between 1 and 12"),
+            Field::DayOfWeek => (1, 7, "Day-of-Week values must be between 1 and 7"),
+            Field::Year => (i32::MIN, i32::MAX, ""),
         };
+        let marker = val == ALL_SPEC
+            || (val == NO_SPEC && matches!(field, Field::DayOfMonth | Field::DayOfWeek));
+        let out_of_range = (!marker && (!(lo..=hi).contains(&val) || end > hi)).then_some(message);
         if let Some(message) = out_of_range {
             return Err(self.err_at(part, at, message));
         }
