@@ -8,6 +8,7 @@ pub mod app;
 pub mod auth;
 pub mod callbacks;
 pub mod config;
+pub mod console;
 pub mod cron;
 pub mod metrics;
 pub mod model;

@@ -42,11 +42,13 @@ pub fn router(state: AppState) -> Router {
         .merge(executor::routes())
         .nest("/api/v1", v1::routes())
         .merge(ops::routes())
+        .merge(crate::console::routes())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limit))
         .with_state(state)
 }
 
-/// The caller of a REST API request, authenticated by a bearer token.
+/// The caller of a REST API request, authenticated by a bearer token or by the console's session
+/// cookie (then state-changing requests must carry the session's CSRF token).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub user: User,
@@ -85,6 +87,16 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        if !parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            if let Some(user) =
+                crate::console::session::api_user(state, &parts.method, &parts.headers).await?
+            {
+                return Ok(Caller { user });
+            }
+        }
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)

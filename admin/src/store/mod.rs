@@ -18,6 +18,7 @@ mod fires;
 mod groups;
 mod jobs;
 mod misc;
+pub mod sessions;
 mod users;
 
 pub use fires::{CallbackOutcome, NewRun, RunFilter, RunUpdate};

@@ -1,5 +1,6 @@
 //! The REST API, version 1: JSON, bearer tokens, described by `/api/v1/openapi.json`.
 
+pub mod dashboard;
 pub mod fires;
 pub mod groups;
 pub mod jobs;
@@ -17,4 +18,5 @@ pub fn routes() -> Router<AppState> {
         .merge(fires::routes())
         .merge(users::routes())
         .merge(misc::routes())
+        .merge(dashboard::routes())
 }
