@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
+use shardline_executor::protocol::LogResult;
 
 use super::jobs::Page;
 use crate::api::error::{Json, Path, Query};
@@ -316,15 +317,21 @@ async fn run_log(
         )
     })?;
     let finished = RunState::parse(&run.state).is_ok_and(RunState::is_final);
-    let nothing_new = log.to_line_num < from;
     Ok(Json(LogAnswer {
         run_id: run.id,
         from_line: from,
         to_line: log.to_line_num,
+        is_end: log_is_end(finished, &log, from),
         content: log.log_content,
-        is_end: log.is_end || (finished && nothing_new),
         state: run.state,
     }))
+}
+
+/// Whether a log read is the last one. Only a finished run's log can end: some executors (pyxxl)
+/// set `isEnd` whenever a read reaches the end of the file, also while the run still writes to it.
+/// A finished run ends when the executor says so or when the read brought no new line.
+fn log_is_end(finished: bool, log: &LogResult, from: i32) -> bool {
+    finished && (log.is_end || log.to_line_num < from)
 }
 
 #[derive(Debug, Serialize)]
@@ -377,4 +384,29 @@ async fn kill_run(
         message,
         state,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(to_line_num: i32, is_end: bool) -> LogResult {
+        LogResult {
+            from_line_num: 3,
+            to_line_num,
+            log_content: String::new(),
+            is_end,
+        }
+    }
+
+    #[test]
+    fn only_a_finished_run_log_ends() {
+        // pyxxl says isEnd at the end of the file while the run goes on.
+        assert!(!log_is_end(false, &page(4, true), 3));
+        assert!(!log_is_end(false, &page(0, false), 3));
+        assert!(log_is_end(true, &page(4, true), 3));
+        // XXL-JOB's executor never says isEnd: no new line after the run finished is the end.
+        assert!(log_is_end(true, &page(0, false), 3));
+        assert!(!log_is_end(true, &page(4, false), 3));
+    }
 }
