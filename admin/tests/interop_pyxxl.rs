@@ -312,6 +312,55 @@ async fn pyxxl_executor_runs_jobs_from_the_admin() {
         "{run}"
     );
 
+    // A run in progress: its log can be tailed, and pyxxl marking the end of the file as
+    // `isEnd` must not end the tail while the run is still going. Then the admin kills it.
+    let slow_job = create_job(
+        &admin,
+        gid,
+        "pyxxl slow",
+        json!({"handler": "pyxxl_slow", "params": "30"}),
+    )
+    .await;
+    let answer = admin
+        .post(&format!("/jobs/{slow_job}/trigger"), json!({}))
+        .await;
+    let slow_fire = answer["fire_id"].as_i64().expect("fire id");
+    let slow_run = answer["run_ids"][0].as_i64().expect("run id");
+    let mut log = Value::Null;
+    for _ in 0..200 {
+        log = admin
+            .get(&format!("/runs/{slow_run}/log?from_line=1"))
+            .await;
+        if log["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("pyxxl_slow started"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        log["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("pyxxl_slow started")),
+        "{log}"
+    );
+    assert_eq!(log["state"], "running", "{log}");
+    assert_eq!(log["is_end"], false, "a running run's log goes on: {log}");
+    let killed = admin
+        .post(&format!("/runs/{slow_run}/kill"), json!({}))
+        .await;
+    assert_eq!(killed["run_id"], slow_run, "{killed}");
+    let f = admin.wait_fire(slow_fire).await;
+    assert_eq!(f["state"], "failed", "{f}");
+    let run = only_run(&f);
+    // pyxxl's own callback ("CancelledError") and the admin's kill race; either is final.
+    assert!(
+        run["state"] == "killed" || run["state"] == "failed",
+        "{run}"
+    );
+    assert_ne!(run["handle_code"], 200, "{run}");
+
     // A second executor, this one registered under the `/xxl-job-admin/api/` prefix.
     let mut second = PyxxlExecutor::start(&format!("{}/xxl-job-admin/api/", admin.base)).await;
     wait_for_executors(&admin, gid, vec![first.address(), second.address()]).await;

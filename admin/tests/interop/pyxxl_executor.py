@@ -46,6 +46,15 @@ async def pyxxl_fail():
     raise RuntimeError("pyxxl_fail failed on purpose")
 
 
+@handlers.register(name="pyxxl_slow")
+async def pyxxl_slow():
+    seconds = float(g.xxl_run_data.executorParams or "30")
+    g.logger.info("pyxxl_slow started, sleeping %s s", seconds)
+    # An await point: pyxxl's /kill cancels the task here and calls back "CancelledError".
+    await asyncio.sleep(seconds)
+    return "slept %s s" % seconds
+
+
 async def exit_when_orphaned(_app):
     # If the test process dies without killing us, we are re-parented: stop instead of lingering.
     parent = os.getppid()
