@@ -776,6 +776,10 @@ impl Parser<'_> {
             stop += m;
             modulus = Some(m);
         }
+        if field == Field::Year {
+            // Years past the search horizon never fire; don't fill a set with millions of them.
+            stop = stop.min(self.max_year.saturating_add(1));
+        }
         let set = &mut self.sets[field.index()];
         let mut i = start;
         while i <= stop {
