@@ -111,7 +111,10 @@ fn accepts_what_quartz_accepts() {
 #[test]
 fn huge_year_ranges_stay_cheap() {
     let e = expr("0 0 0 1 1 ? 2030-2000000000");
-    assert_eq!(e.next_after(utc(2024, 1, 1, 0, 0, 0), Tz::UTC), Some(utc(2030, 1, 1, 0, 0, 0)));
+    assert_eq!(
+        e.next_after(utc(2024, 1, 1, 0, 0, 0), Tz::UTC),
+        Some(utc(2030, 1, 1, 0, 0, 0))
+    );
 }
 
 #[test]
