@@ -39,7 +39,6 @@ fn set_calendar_hour(cal: &mut Calendar, hour: i64) {
 
 /// Moves `day` of month `mon` to the nearest weekday without leaving the month (`W`), and returns
 /// it with the instant of that day at `hr:min:sec`.
-#[allow(clippy::too_many_arguments)]
 fn nearest_weekday(
     tz: Tz,
     year: i64,
