@@ -13,9 +13,11 @@ use crate::api::{self, AppState};
 use crate::callbacks;
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::model::{now_ms, FireState, TriggerType};
+use crate::model::{now_ms, FireState};
+use crate::monitor;
+use crate::scheduler::Scheduler;
 use crate::store::Store;
-use crate::trigger::{Dispatcher, FireRequest};
+use crate::trigger::Dispatcher;
 
 /// How often this admin announces itself in `admin_nodes`.
 const NODE_BEAT: Duration = Duration::from_secs(5);
@@ -148,22 +150,43 @@ pub async fn serve(
         node_id: node_id.clone().into(),
     };
 
-    // Fires that became final: trigger child jobs once per parent fire (not once per shard).
+    // Fires that became final: retries, alarms, child jobs, FIX_DELAY's next fire.
     let events_task = {
         let store = store.clone();
         let dispatcher = dispatcher.clone();
+        let settings = settings.clone();
+        let http = dispatcher.http().clone();
         tokio::spawn(async move {
             while let Some((fire_id, state)) = events_rx.recv().await {
-                if state != FireState::Succeeded {
-                    continue;
-                }
-                if let Err(e) = trigger_children(&store, &dispatcher, fire_id).await {
-                    tracing::warn!(error = %e, fire_id, "child jobs not triggered");
+                if let Err(e) =
+                    monitor::on_fire_final(&store, &dispatcher, &settings, &http, fire_id, state)
+                        .await
+                {
+                    tracing::warn!(error = %e, fire_id, "fire follow-up failed");
                 }
             }
         })
     };
 
+    let scheduler = Scheduler::new(
+        store.clone(),
+        dispatcher.clone(),
+        settings.clone(),
+        metrics.clone(),
+        node_id.clone(),
+    );
+    let scheduler_task = tokio::spawn(scheduler.clone().run(stop.clone()));
+    let lost_task = tokio::spawn(
+        monitor::LostRuns {
+            store: store.clone(),
+            dispatcher: dispatcher.clone(),
+            settings: settings.clone(),
+            metrics: metrics.clone(),
+            http: dispatcher.http().clone(),
+            interval: Duration::from_millis(settings.lost_check_ms.max(100)),
+        }
+        .run(stop.clone()),
+    );
     let registry_task = tokio::spawn(registry_monitor(
         store.clone(),
         settings.clone(),
@@ -185,6 +208,8 @@ pub async fn serve(
         .await?;
 
     stop.cancel();
+    let _ = scheduler_task.await;
+    let _ = lost_task.await;
     let _ = registry_task.await;
     let _ = node_task.await;
     drop(dispatcher);
@@ -193,33 +218,6 @@ pub async fn serve(
     let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
     let _ = store.remove_node(&node_id).await;
     store.close().await;
-    Ok(())
-}
-
-async fn trigger_children(
-    store: &Store,
-    dispatcher: &Dispatcher,
-    fire_id: i64,
-) -> anyhow::Result<()> {
-    let Some(fire) = store.get_fire(fire_id).await? else {
-        return Ok(());
-    };
-    let job = store.get_job(fire.job_id).await?;
-    for child_id in job.child_ids() {
-        if child_id == job.id {
-            continue;
-        }
-        match store.get_job(child_id).await {
-            Ok(child) => {
-                let mut req = FireRequest::manual(TriggerType::Parent);
-                req.parent_fire_id = Some(fire_id);
-                if let Err(e) = dispatcher.fire(&child, req).await {
-                    tracing::warn!(error = %e, child_id, fire_id, "child job trigger failed");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, child_id, "child job not found"),
-        }
-    }
     Ok(())
 }
 

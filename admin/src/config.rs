@@ -185,6 +185,15 @@ pub struct Settings {
     #[arg(long, env = "SHARDLINE_PUBLIC_ADDRESS", global = true)]
     pub public_address: Option<String>,
 
+    /// How often open runs are checked for lost executors and overdue results, in milliseconds.
+    #[arg(
+        long,
+        env = "SHARDLINE_LOST_CHECK_MS",
+        default_value_t = 1000,
+        global = true
+    )]
+    pub lost_check_ms: u64,
+
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "SHARDLINE_MAX_BODY_BYTES", default_value_t = 5 * 1024 * 1024, global = true)]
     pub max_body_bytes: usize,

@@ -17,3 +17,6 @@ pub mod schedule;
 pub mod sharding;
 pub mod store;
 pub mod trigger;
+pub mod scheduler;
+pub mod alarm;
+pub mod monitor;

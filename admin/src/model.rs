@@ -138,6 +138,8 @@ impl RunState {
 vocabulary!(
     /// The state of a fire, derived from its runs.
     FireState {
+        Scheduled => "scheduled",
+        Skipped => "skipped",
         Triggering => "triggering",
         Running => "running",
         Succeeded => "succeeded",

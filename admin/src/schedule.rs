@@ -65,7 +65,10 @@ impl Schedule {
                     field: "timezone",
                     message: m,
                 })?;
-                Schedule::Cron { expr, tz }
+                Schedule::Cron {
+                    expr: Box::new(expr),
+                    tz,
+                }
             }
             ScheduleType::FixRate => Schedule::FixRate(seconds("FIX_RATE")?),
             ScheduleType::FixDelay => Schedule::FixDelay(seconds("FIX_DELAY")?),

@@ -99,6 +99,8 @@ pub struct Dispatcher {
     unhealthy: Mutex<HashMap<String, i64>>,
     /// Fires that just became final (children, alarms, FIX_DELAY follow from it).
     events: FireEvents,
+    /// Woken when a job's schedule changed, so the local scheduler claims at once.
+    schedule_changed: tokio::sync::Notify,
 }
 
 impl Dispatcher {
@@ -119,7 +121,18 @@ impl Dispatcher {
             metrics,
             unhealthy: Mutex::new(HashMap::new()),
             events,
+            schedule_changed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Tells the scheduler a job was started or its schedule changed.
+    pub fn notify_schedule_changed(&self) {
+        self.schedule_changed.notify_one();
+    }
+
+    /// Resolves when [`Dispatcher::notify_schedule_changed`] is called.
+    pub async fn schedule_changed(&self) {
+        self.schedule_changed.notified().await;
     }
 
     pub fn http(&self) -> &reqwest::Client {
@@ -141,6 +154,16 @@ impl Dispatcher {
         if !map.is_empty() {
             map.remove(address);
         }
+    }
+
+    /// The admin-wide executor token.
+    pub fn default_token(&self) -> &str {
+        &self.access_token
+    }
+
+    /// Makes routing avoid an executor until it beats again.
+    pub fn avoid(&self, address: &str) {
+        self.mark_unhealthy(address);
     }
 
     fn mark_unhealthy(&self, address: &str) {
@@ -230,6 +253,52 @@ impl Dispatcher {
         else {
             return Ok(FireOutcome::AlreadyFired);
         };
+        self.start_fire(job, &group, fire_id, note, &targets)
+            .await?;
+        Ok(FireOutcome::Fired { fire_id, run_ids })
+    }
+
+    /// Dispatches a fire the scheduler claimed earlier (its row exists, without runs): plans the
+    /// runs with the job as it is now, stores them and sends them.
+    pub async fn dispatch_claimed(
+        &self,
+        job: &Job,
+        fire_id: i64,
+    ) -> Result<Vec<i64>, TriggerError> {
+        let group = self.store.get_group(job.group_id).await?;
+        let targets = self.targets(&group, None).await?;
+        let (planned, note) = match self.plan(job, &targets, &job.params, None).await {
+            Ok(p) => p,
+            Err(e) => {
+                // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
+                // visibly instead of leaving it open.
+                self.store
+                    .add_fire_runs(fire_id, job.id, job.group_id, &job.params, &[], now_ms())
+                    .await?;
+                self.store.set_fire_message(fire_id, &e.to_string()).await?;
+                self.refresh(fire_id).await?;
+                return Err(e);
+            }
+        };
+        let runs: Vec<NewRun> = planned.into_iter().map(|p| p.run).collect();
+        let ids = self
+            .store
+            .add_fire_runs(fire_id, job.id, job.group_id, &job.params, &runs, now_ms())
+            .await?;
+        self.start_fire(job, &group, fire_id, note, &targets)
+            .await?;
+        Ok(ids)
+    }
+
+    /// Sends the runs of a freshly stored fire.
+    async fn start_fire(
+        &self,
+        job: &Job,
+        group: &Group,
+        fire_id: i64,
+        note: Option<String>,
+        targets: &[Target],
+    ) -> Result<(), TriggerError> {
         self.metrics
             .fires_total
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -242,9 +311,13 @@ impl Dispatcher {
             .await?
             .ok_or(StoreError::NotFound("fire"))?;
         let stored: Vec<Run> = self.store.fire_runs(fire_id).await?;
-        self.dispatch_runs(job, &group, &fire, stored, &targets)
+        if stored.is_empty() {
+            self.refresh(fire_id).await?;
+            return Ok(());
+        }
+        self.dispatch_runs(job, group, &fire, stored, targets)
             .await?;
-        Ok(FireOutcome::Fired { fire_id, run_ids })
+        Ok(())
     }
 
     /// Decides the runs of a fire. Returns them and an optional note for the fire's message.

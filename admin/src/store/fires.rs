@@ -6,7 +6,7 @@ use super::{with_pool, Done, Store, StoreResult};
 use crate::model::{Fire, FireState, Run, RunState};
 
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
-const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, dispatched_at, finished_at, retry_at";
+pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, dispatched_at, finished_at, retry_at";
 
 /// A run to create (the fire id is filled in by the store).
 #[derive(Debug, Clone, PartialEq)]
@@ -95,16 +95,7 @@ impl Store {
                 let mut ids = Vec::with_capacity(runs.len());
                 // One multi-row INSERT per chunk keeps a 1 000-item fire to a handful of statements.
                 for chunk in runs.chunks(200) {
-                    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
-                    qb.push_values(chunk, |mut b, r| {
-                        b.push_bind(fire_id).push_bind(job_id).push_bind(group_id)
-                            .push_bind(r.shard_index).push_bind(r.shard_total).push_bind(r.attempt)
-                            .push_bind(0i64).push_bind(r.executor_address.clone()).push_bind(r.handler.clone())
-                            .push_bind(r.params.clone()).push_bind(r.item_param.clone())
-                            .push_bind(RunState::Triggering.as_str()).push_bind(0i64).push_bind(String::new())
-                            .push_bind(0i64).push_bind(String::new()).push_bind(now).push_bind(now);
-                    });
-                    qb.build().execute(&mut *tx).await?;
+                    runs_insert(fire_id, job_id, group_id, chunk, now).build().execute(&mut *tx).await?;
                 }
                 if !runs.is_empty() {
                     let got: Vec<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE fire_id = ? ORDER BY id")
@@ -116,6 +107,34 @@ impl Store {
             }
         });
         Ok(out)
+    }
+
+    /// Adds the planned runs to a claimed fire that has none yet, in one transaction. Returns
+    /// their ids, ordered by item.
+    pub async fn add_fire_runs(
+        &self,
+        fire_id: i64,
+        job_id: i64,
+        group_id: i64,
+        params: &str,
+        runs: &[NewRun],
+        now: i64,
+    ) -> StoreResult<Vec<i64>> {
+        let ids = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for chunk in runs.chunks(200) {
+                runs_insert(fire_id, job_id, group_id, chunk, now).build().execute(&mut *tx).await?;
+            }
+            let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
+            sqlx::query("UPDATE fires SET total_items = ?, params = ?, state = ? WHERE id = ?")
+                .bind(runs.len() as i64).bind(params).bind(state.as_str()).bind(fire_id)
+                .execute(&mut *tx).await?;
+            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE fire_id = ? ORDER BY id")
+                .bind(fire_id).fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            ids
+        });
+        Ok(ids)
     }
 
     /// Adds runs (retries, failover attempts) to an existing fire and marks the runs they replace
@@ -383,14 +402,44 @@ impl Store {
         });
         Ok(out)
     }
+}
 
-    /// Open runs dispatched to one of `addresses` (used to find runs lost with their executor).
-    pub async fn open_runs_before(&self, dispatched_before: i64) -> StoreResult<Vec<Run>> {
-        let sql = format!("SELECT {RUN_COLS} FROM runs WHERE state IN ('triggering', 'running') AND superseded = 0 AND created_at < ? ORDER BY id LIMIT 5000");
-        Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(dispatched_before).fetch_all(pool).await)?,
-        )
-    }
+/// The multi-row `INSERT` of a chunk of new runs (state `triggering`).
+fn runs_insert<'a, DB: sqlx::Database>(
+    fire_id: i64,
+    job_id: i64,
+    group_id: i64,
+    chunk: &'a [NewRun],
+    now: i64,
+) -> QueryBuilder<'a, DB>
+where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<String>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
+    qb.push_values(chunk, |mut b, r| {
+        b.push_bind(fire_id)
+            .push_bind(job_id)
+            .push_bind(group_id)
+            .push_bind(r.shard_index)
+            .push_bind(r.shard_total)
+            .push_bind(r.attempt)
+            .push_bind(0i64)
+            .push_bind(r.executor_address.as_str())
+            .push_bind(r.handler.as_str())
+            .push_bind(r.params.as_str())
+            .push_bind(r.item_param.clone())
+            .push_bind(RunState::Triggering.as_str())
+            .push_bind(0i64)
+            .push_bind(String::new())
+            .push_bind(0i64)
+            .push_bind(String::new())
+            .push_bind(now)
+            .push_bind(now);
+    });
+    qb
 }
 
 /// Appends ` AND col IN (…)` (or a false condition for an empty list).

@@ -18,12 +18,14 @@ mod fires;
 mod groups;
 mod jobs;
 mod misc;
+mod sched;
 pub mod sessions;
 mod users;
 
 pub use fires::{CallbackOutcome, NewRun, RunFilter, RunUpdate};
 pub use groups::GroupInput;
 pub use jobs::{GlueVersion, JobFilter};
+pub use sched::{sched_key, ClaimedFire, JobPlan, PlannedFire};
 
 /// The database behind a [`Store`].
 #[derive(Clone)]

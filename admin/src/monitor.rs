@@ -1,0 +1,293 @@
+//! What follows a fire's end, and the watch on runs that never end by themselves.
+//!
+//! * [`on_fire_final`]: a failed fire whose failed items have retries left gets them planned with
+//!   the job's interval and backoff (the fire is open again); otherwise one alarm goes out for the
+//!   fire. A succeeded fire triggers its child jobs, once per fire (not once per shard). A
+//!   FIX_DELAY job gets its next fire planned from the end of this one.
+//! * [`LostRuns`]: a run whose executor was evicted, refuses connections, or that is still open
+//!   well past its timeout becomes `lost`; the item of a sharded job is failed over to another
+//!   executor at once, other runs follow the retry policy. Nothing stays `running` for ever.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::alarm;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::model::{now_ms, FireState, RunState, ShardingMode, TriggerType};
+use crate::schedule::Schedule;
+use crate::store::Store;
+use crate::trigger::{post_envelope, Dispatcher, FireRequest};
+
+/// Margin after a run's timeout before the admin stops waiting for its result.
+const TIMEOUT_MARGIN_MS: i64 = 30_000;
+/// Longest backoff delay between retries.
+const MAX_RETRY_DELAY_MS: i64 = 3_600_000;
+
+/// Handles a fire that just became final.
+pub async fn on_fire_final(
+    store: &Store,
+    dispatcher: &Dispatcher,
+    settings: &Settings,
+    http: &reqwest::Client,
+    fire_id: i64,
+    state: FireState,
+) -> anyhow::Result<()> {
+    let Some(fire) = store.get_fire(fire_id).await? else {
+        return Ok(());
+    };
+    let job = match store.get_job(fire.job_id).await {
+        Ok(j) => j,
+        Err(crate::store::StoreError::NotFound(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let now = now_ms();
+    if state == FireState::Failed {
+        let runs = store.fire_runs(fire_id).await?;
+        let retryable: Vec<(i64, i64)> = runs
+            .iter()
+            .filter(|r| r.superseded == 0)
+            .filter(|r| {
+                matches!(
+                    RunState::parse(&r.state),
+                    Ok(RunState::Failed | RunState::TimedOut | RunState::Lost)
+                )
+            })
+            .filter(|r| r.attempt < job.retry_count)
+            .map(|r| {
+                (
+                    r.id,
+                    now + retry_delay(job.retry_interval_s, job.retry_backoff, r.attempt),
+                )
+            })
+            .collect();
+        if !retryable.is_empty() {
+            let first = retryable.iter().map(|r| r.1).min().unwrap_or(now) - now;
+            let msg = format!("retrying {} item(s) in {} ms", retryable.len(), first);
+            store.schedule_retries(fire_id, &retryable, &msg).await?;
+            dispatcher.notify_schedule_changed();
+            return Ok(());
+        }
+        // Retries exhausted: one alarm for the fire, whichever admin gets here first.
+        if store.claim_alarm(fire_id, 1).await? {
+            alarm::send(http, settings, &job, &fire, &runs).await;
+        }
+    }
+    if state == FireState::Succeeded {
+        for child_id in job.child_ids() {
+            if child_id == job.id {
+                continue;
+            }
+            match store.get_job(child_id).await {
+                Ok(child) => {
+                    let mut req = FireRequest::manual(TriggerType::Parent);
+                    req.parent_fire_id = Some(fire_id);
+                    if let Err(e) = dispatcher.fire(&child, req).await {
+                        tracing::warn!(error = %e, child_id, fire_id, "child job trigger failed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, child_id, "child job not found"),
+            }
+        }
+    }
+    let scheduled = fire.trigger_type == TriggerType::FixDelay.as_str()
+        || fire.trigger_type == TriggerType::Misfire.as_str();
+    if scheduled {
+        if let Ok(schedule @ Schedule::FixDelay(_)) = Schedule::of_job(&job, &settings.timezone) {
+            if let Some(next) = schedule.after_finish(fire.finished_at.unwrap_or(now)) {
+                store.plan_after_finish(job.id, next).await?;
+                dispatcher.notify_schedule_changed();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `interval × backoff^attempt`, capped.
+pub fn retry_delay(interval_s: i64, backoff: i64, attempt: i64) -> i64 {
+    let base = interval_s.max(0).saturating_mul(1000);
+    let factor = backoff.max(1).saturating_pow(attempt.clamp(0, 20) as u32);
+    base.saturating_mul(factor).min(MAX_RETRY_DELAY_MS)
+}
+
+/// Watches open runs and declares the ones that cannot finish any more lost.
+pub struct LostRuns {
+    pub store: Store,
+    pub dispatcher: Arc<Dispatcher>,
+    pub settings: Arc<Settings>,
+    pub metrics: Arc<Metrics>,
+    pub http: reqwest::Client,
+    pub interval: Duration,
+}
+
+impl LostRuns {
+    pub async fn run(self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.interval);
+        // Executors that failed a liveness probe, with how many times in a row.
+        let mut strikes: HashMap<String, u32> = HashMap::new();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = self.sweep(&mut strikes).await {
+                tracing::warn!(error = %e, "lost-run sweep failed");
+            }
+        }
+    }
+
+    /// One look at the open runs.
+    pub async fn sweep(&self, strikes: &mut HashMap<String, u32>) -> anyhow::Result<usize> {
+        let now = now_ms();
+        // Give a fresh dispatch time to be accepted before judging it.
+        let open = self.store.open_runs(now - 1_000, 5_000).await?;
+        if open.is_empty() {
+            strikes.clear();
+            return Ok(0);
+        }
+        let live: HashSet<String> = self
+            .store
+            .all_live_executors(now - self.settings.dead_after_ms())
+            .await?
+            .into_iter()
+            .map(|e| e.address)
+            .collect();
+        let mut groups_manual: HashMap<i64, bool> = HashMap::new();
+        let mut jobs_timeout: HashMap<i64, (i64, bool)> = HashMap::new();
+        // Probe each executor that holds open runs once per sweep.
+        let addresses: HashSet<&str> = open
+            .iter()
+            .map(|r| r.executor_address.as_str())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let mut dead: HashSet<String> = HashSet::new();
+        for address in addresses {
+            let probe = post_envelope::<serde_json::Value>(
+                &self.http,
+                address,
+                "beat",
+                self.dispatcher.default_token(),
+                &serde_json::json!({}),
+                Duration::from_millis(1_000),
+            )
+            .await;
+            match probe {
+                Err(e) if e.transport => {
+                    let n = strikes.entry(address.to_string()).or_insert(0);
+                    *n += 1;
+                    // A refused connection means no process listens there any more; a timeout
+                    // may be a busy machine, so it needs a second strike.
+                    if *n >= 2 || e.message.contains("connection refused") {
+                        dead.insert(address.to_string());
+                    }
+                }
+                _ => {
+                    strikes.remove(address);
+                }
+            }
+        }
+        let mut lost = 0;
+        for run in open {
+            let manual = match groups_manual.get(&run.group_id) {
+                Some(m) => *m,
+                None => {
+                    let m = self
+                        .store
+                        .get_group(run.group_id)
+                        .await
+                        .map(|g| g.address_type == "MANUAL")
+                        .unwrap_or(false);
+                    groups_manual.insert(run.group_id, m);
+                    m
+                }
+            };
+            let (timeout_s, sharded) = match jobs_timeout.get(&run.job_id) {
+                Some(t) => *t,
+                None => {
+                    let t = self
+                        .store
+                        .get_job(run.job_id)
+                        .await
+                        .map(|j| {
+                            (
+                                j.timeout_s,
+                                j.sharding_mode != ShardingMode::None.as_str()
+                                    || j.route_strategy == "SHARDING_BROADCAST",
+                            )
+                        })
+                        .unwrap_or((0, false));
+                    jobs_timeout.insert(run.job_id, t);
+                    t
+                }
+            };
+            let started = run.dispatched_at.unwrap_or(run.created_at);
+            let reason = if !run.executor_address.is_empty() && dead.contains(&run.executor_address)
+            {
+                Some(format!(
+                    "executor {} stopped answering",
+                    run.executor_address
+                ))
+            } else if !manual
+                && !run.executor_address.is_empty()
+                && !live.contains(&run.executor_address)
+            {
+                Some(format!(
+                    "executor {} was evicted (no heartbeat)",
+                    run.executor_address
+                ))
+            } else if timeout_s > 0 && now > started + timeout_s * 1000 + TIMEOUT_MARGIN_MS {
+                Some(format!(
+                    "no result {} s after its {timeout_s} s timeout",
+                    TIMEOUT_MARGIN_MS / 1000
+                ))
+            } else {
+                None
+            };
+            let Some(reason) = reason else { continue };
+            if !self
+                .store
+                .finish_run(run.id, RunState::Lost, 500, &format!("lost: {reason}"), now)
+                .await?
+            {
+                continue;
+            }
+            lost += 1;
+            self.metrics.runs_lost.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(run_id = run.id, fire_id = run.fire_id, %reason, "run lost");
+            let Some(fire) = self.store.get_fire(run.fire_id).await? else {
+                continue;
+            };
+            if sharded {
+                // Shard failover: the same item runs elsewhere now, not after a retry delay.
+                self.dispatcher.avoid(&run.executor_address);
+                let mut failed = run.clone();
+                failed.state = RunState::Lost.as_str().into();
+                if let Err(e) = self.dispatcher.redispatch(&fire, &[failed]).await {
+                    tracing::warn!(error = %e, run_id = run.id, "lost item not re-dispatched");
+                }
+            } else {
+                self.dispatcher.refresh(run.fire_id).await?;
+            }
+        }
+        Ok(lost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_delay;
+
+    #[test]
+    fn backoff() {
+        assert_eq!(retry_delay(10, 1, 0), 10_000);
+        assert_eq!(retry_delay(10, 1, 3), 10_000);
+        assert_eq!(retry_delay(10, 2, 0), 10_000);
+        assert_eq!(retry_delay(10, 2, 3), 80_000);
+        assert_eq!(retry_delay(0, 2, 3), 0);
+        assert_eq!(retry_delay(600, 10, 9), 3_600_000, "capped");
+    }
+}

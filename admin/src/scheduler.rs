@@ -1,0 +1,556 @@
+//! The scheduler: decides when jobs fire and hands each fire to the dispatcher at its millisecond.
+//!
+//! Each pass (about once a second) claims the fires due within the look-ahead window
+//! ([`Store::claim_due`]: fire rows with an owner and a lease, inserted in the same transaction that
+//! advances the job) and puts them in an in-memory timer ordered by planned time. The loop sleeps
+//! until the earliest one and dispatches it then, not at the next whole second. A pass also takes
+//! over fires whose owner's lease ran out (an admin killed with -9), and starts due retries.
+//!
+//! [`plan_job`] is the pure step: given a job and the time, which fires it gets and its next planned
+//! time; the misfire policy lives there and in [`Scheduler::dispatch`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::model::{now_ms, Job, MisfireStrategy, ScheduleType, TriggerType};
+use crate::schedule::Schedule;
+use crate::store::{ClaimedFire, JobPlan, PlannedFire, Store, StoreError};
+use crate::trigger::Dispatcher;
+
+/// How far ahead fires are claimed and put in the timer.
+pub const LOOKAHEAD_MS: i64 = 5_000;
+/// How long after its planned time a claimed fire stays with its owner before another admin may
+/// take it over.
+pub const LEASE_MS: i64 = 3_000;
+/// Most fires one job gets in one pass (a job firing every 100 ms still keeps up).
+const MAX_FIRES_PER_JOB: usize = 64;
+/// Jobs claimed per transaction.
+const CLAIM_BATCH: i64 = 1_000;
+/// A trigger slower than this counts towards moving its job to the slow pool (XXL-JOB's rule).
+const SLOW_TRIGGER_MS: u128 = 500;
+/// Slow triggers within a minute after which a job uses the slow pool.
+const SLOW_TRIGGERS_PER_MINUTE: u32 = 10;
+
+/// Which fires a due job gets now and when it is due next.
+///
+/// `now` is the current time, `horizon` the end of the look-ahead window. A job whose planned time
+/// is more than `misfire_threshold` in the past misfired (the admin was down or overloaded): it
+/// fires once now (FIRE_ONCE_NOW) or not at all (DO_NOTHING), however many fires were missed, and
+/// its schedule resumes from now.
+pub fn plan_job(
+    job: &Job,
+    now: i64,
+    horizon: i64,
+    misfire_threshold: i64,
+    default_tz: &str,
+) -> JobPlan {
+    let Some(next) = job.next_fire_at else {
+        return JobPlan::default();
+    };
+    let schedule = match Schedule::of_job(job, default_tz) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(job_id = job.id, error = %e.message, "invalid schedule; job stopped");
+            return JobPlan {
+                stop: true,
+                ..JobPlan::default()
+            };
+        }
+    };
+    let regular = match ScheduleType::parse(&job.schedule_type) {
+        Ok(ScheduleType::FixRate) => TriggerType::FixRate,
+        Ok(ScheduleType::FixDelay) => TriggerType::FixDelay,
+        _ => TriggerType::Cron,
+    };
+    let fix_delay = matches!(schedule, Schedule::FixDelay(_));
+    if next < now - misfire_threshold {
+        let fires = if job.misfire_strategy == MisfireStrategy::FireOnceNow.as_str() {
+            vec![PlannedFire {
+                planned_at: now,
+                trigger_type: TriggerType::Misfire.as_str(),
+            }]
+        } else {
+            vec![]
+        };
+        let next_fire_at = if fix_delay && !fires.is_empty() {
+            None
+        } else {
+            schedule.first_after(now)
+        };
+        let stop = next_fire_at.is_none() && (fires.is_empty() || !fix_delay);
+        return JobPlan {
+            fires,
+            next_fire_at,
+            stop,
+        };
+    }
+    let mut fires = Vec::new();
+    let mut t = Some(next);
+    if next < now {
+        // Late but within the threshold (the admin was briefly away): fire once now for the
+        // planned time, and resume from now instead of replaying every fire missed meanwhile.
+        fires.push(PlannedFire {
+            planned_at: next,
+            trigger_type: regular.as_str(),
+        });
+        if fix_delay {
+            return JobPlan {
+                fires,
+                next_fire_at: None,
+                stop: false,
+            };
+        }
+        t = schedule.next_after_planned(next);
+        while let Some(at) = t {
+            if at > now {
+                break;
+            }
+            t = schedule.next_after_planned(at);
+        }
+    }
+    while let Some(at) = t {
+        if at > horizon || fires.len() >= MAX_FIRES_PER_JOB {
+            break;
+        }
+        fires.push(PlannedFire {
+            planned_at: at,
+            trigger_type: regular.as_str(),
+        });
+        if fix_delay {
+            // The next FIX_DELAY fire is planned when this one finishes.
+            return JobPlan {
+                fires,
+                next_fire_at: None,
+                stop: false,
+            };
+        }
+        t = schedule.next_after_planned(at);
+    }
+    JobPlan {
+        stop: t.is_none(),
+        fires,
+        next_fire_at: t,
+    }
+}
+
+/// The per-node scheduler.
+pub struct Scheduler {
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    settings: Arc<Settings>,
+    metrics: Arc<Metrics>,
+    node: String,
+    /// Claimed fires by (planned time, fire id) → job id.
+    timer: Mutex<BTreeMap<(i64, i64), i64>>,
+    wake: Notify,
+    /// Dispatch slots: most jobs use the fast pool; jobs whose triggers keep being slow use the
+    /// slow one, so a dead executor cannot hold up everyone else's fires.
+    fast: Arc<Semaphore>,
+    slow: Arc<Semaphore>,
+    slow_counts: Mutex<HashMap<i64, (i64, u32)>>,
+}
+
+impl Scheduler {
+    pub fn new(
+        store: Store,
+        dispatcher: Arc<Dispatcher>,
+        settings: Arc<Settings>,
+        metrics: Arc<Metrics>,
+        node: String,
+    ) -> Arc<Self> {
+        Arc::new(Scheduler {
+            store,
+            dispatcher,
+            settings,
+            metrics,
+            node,
+            timer: Mutex::new(BTreeMap::new()),
+            wake: Notify::new(),
+            fast: Arc::new(Semaphore::new(2_000)),
+            slow: Arc::new(Semaphore::new(200)),
+            slow_counts: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Asks the loop to run a pass now (a job was started or changed).
+    pub fn poke(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Runs until `stop` is cancelled.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut next_pass = 0i64;
+        loop {
+            let now = now_ms();
+            if now >= next_pass {
+                if let Err(e) = self.pass(now).await {
+                    tracing::warn!(error = %e, "scheduler pass failed");
+                }
+                next_pass = now_ms() + 1_000;
+            }
+            self.dispatch_due(now_ms());
+            let next_timer = self
+                .timer
+                .lock()
+                .expect("timer poisoned")
+                .keys()
+                .next()
+                .map(|k| k.0);
+            let wake_at = next_timer.map_or(next_pass, |t| t.min(next_pass));
+            let sleep_ms = (wake_at - now_ms()).clamp(0, 1_000) as u64;
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = self.wake.notified() => { next_pass = 0; }
+                _ = self.dispatcher.schedule_changed() => { next_pass = 0; }
+                _ = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {}
+            }
+        }
+        self.release_claims().await;
+    }
+
+    /// Claims due fires, takes over orphaned ones and starts due retries.
+    pub async fn pass(&self, now: i64) -> Result<(), StoreError> {
+        let threshold = self.settings.misfire_threshold_ms;
+        let tz = self.settings.timezone.clone();
+        loop {
+            let claimed = self
+                .store
+                .claim_due(
+                    &self.node,
+                    now + LOOKAHEAD_MS,
+                    LEASE_MS,
+                    CLAIM_BATCH,
+                    now,
+                    |job| plan_job(job, now, now + LOOKAHEAD_MS, threshold, &tz),
+                )
+                .await?;
+            let full = claimed.len() as i64 >= CLAIM_BATCH;
+            self.add_to_timer(&claimed);
+            if !full {
+                break;
+            }
+        }
+        let orphans = self
+            .store
+            .take_over_expired(&self.node, now, LEASE_MS, 1_000)
+            .await?;
+        if !orphans.is_empty() {
+            tracing::warn!(
+                count = orphans.len(),
+                "took over fires of an admin that stopped beating"
+            );
+            let keep = self.collapse_misfired(orphans, now).await?;
+            self.add_to_timer(&keep);
+        }
+        for (run_id, retry_at) in self.store.due_retries(now, 500).await? {
+            if self.store.take_retry(run_id, retry_at).await? {
+                let store = self.store.clone();
+                let dispatcher = self.dispatcher.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = retry_run(&store, &dispatcher, run_id).await {
+                        tracing::warn!(error = %e, run_id, "retry failed to start");
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Of the taken-over fires already later than the misfire threshold, keeps only the latest
+    /// per job (the misfire policy then fires it once or skips it); the others are skipped, so a
+    /// long outage never turns into a burst of fires.
+    async fn collapse_misfired(
+        &self,
+        orphans: Vec<ClaimedFire>,
+        now: i64,
+    ) -> Result<Vec<ClaimedFire>, StoreError> {
+        let threshold = self.settings.misfire_threshold_ms;
+        let mut latest: HashMap<i64, i64> = HashMap::new();
+        for o in orphans.iter().filter(|o| now - o.planned_at > threshold) {
+            let e = latest.entry(o.job_id).or_insert(o.planned_at);
+            *e = (*e).max(o.planned_at);
+        }
+        let mut keep = Vec::with_capacity(orphans.len());
+        for o in orphans {
+            let misfired = now - o.planned_at > threshold;
+            if misfired && latest.get(&o.job_id) != Some(&o.planned_at) {
+                self.store
+                    .skip_claimed(
+                        o.fire_id,
+                        &self.node,
+                        "misfired: superseded by a later missed fire",
+                        now,
+                    )
+                    .await?;
+            } else {
+                keep.push(o);
+            }
+        }
+        Ok(keep)
+    }
+
+    fn add_to_timer(&self, claimed: &[ClaimedFire]) {
+        if claimed.is_empty() {
+            return;
+        }
+        let mut timer = self.timer.lock().expect("timer poisoned");
+        for c in claimed {
+            timer.insert((c.planned_at, c.fire_id), c.job_id);
+        }
+    }
+
+    /// Starts a task for every timer entry whose time has come.
+    fn dispatch_due(self: &Arc<Self>, now: i64) {
+        let due: Vec<((i64, i64), i64)> = {
+            let mut timer = self.timer.lock().expect("timer poisoned");
+            let later = timer.split_off(&(now + 1, i64::MIN));
+            std::mem::replace(&mut *timer, later).into_iter().collect()
+        };
+        for ((planned_at, fire_id), job_id) in due {
+            let this = self.clone();
+            let pool = if self.is_slow(job_id) {
+                self.slow.clone()
+            } else {
+                self.fast.clone()
+            };
+            tokio::spawn(async move {
+                let Ok(_permit) = pool.acquire_owned().await else {
+                    return;
+                };
+                let started = std::time::Instant::now();
+                if let Err(e) = this.dispatch(fire_id, job_id, planned_at).await {
+                    tracing::warn!(error = %e, fire_id, job_id, "scheduled fire not dispatched");
+                }
+                if started.elapsed().as_millis() > SLOW_TRIGGER_MS {
+                    this.count_slow(job_id);
+                }
+            });
+        }
+    }
+
+    fn is_slow(&self, job_id: i64) -> bool {
+        let minute = now_ms() / 60_000;
+        self.slow_counts
+            .lock()
+            .expect("slow counts poisoned")
+            .get(&job_id)
+            .is_some_and(|(m, n)| *m == minute && *n > SLOW_TRIGGERS_PER_MINUTE)
+    }
+
+    fn count_slow(&self, job_id: i64) {
+        let minute = now_ms() / 60_000;
+        let mut map = self.slow_counts.lock().expect("slow counts poisoned");
+        map.retain(|_, (m, _)| *m == minute);
+        let e = map.entry(job_id).or_insert((minute, 0));
+        e.1 += 1;
+    }
+
+    /// Dispatches one claimed fire, applying the job's current state and the misfire policy.
+    async fn dispatch(
+        &self,
+        fire_id: i64,
+        job_id: i64,
+        planned_at: i64,
+    ) -> Result<(), crate::trigger::TriggerError> {
+        let now = now_ms();
+        let job = match self.store.get_job(job_id).await {
+            Ok(j) => j,
+            Err(StoreError::NotFound(_)) => {
+                self.store
+                    .skip_claimed(fire_id, &self.node, "job deleted", now)
+                    .await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if job.enabled == 0 {
+            self.store
+                .skip_claimed(fire_id, &self.node, "job stopped", now)
+                .await?;
+            return Ok(());
+        }
+        let fire = self.store.get_fire(fire_id).await?;
+        let mut trigger_type = fire
+            .map(|f| f.trigger_type)
+            .unwrap_or_else(|| TriggerType::Cron.as_str().into());
+        let late = now - planned_at;
+        if late > self.settings.misfire_threshold_ms
+            && trigger_type != TriggerType::Misfire.as_str()
+        {
+            if job.misfire_strategy == MisfireStrategy::FireOnceNow.as_str() {
+                trigger_type = TriggerType::Misfire.as_str().into();
+            } else {
+                self.store
+                    .skip_claimed(
+                        fire_id,
+                        &self.node,
+                        &format!("misfired: {late} ms late (DO_NOTHING)"),
+                        now,
+                    )
+                    .await?;
+                return Ok(());
+            }
+        }
+        if !self
+            .store
+            .start_claimed(fire_id, &self.node, &trigger_type)
+            .await?
+        {
+            // Another admin took it over (we were too slow): it dispatches, we don't.
+            return Ok(());
+        }
+        self.metrics.trigger_lateness.observe(late.max(0) as u64);
+        self.dispatcher.dispatch_claimed(&job, fire_id).await?;
+        Ok(())
+    }
+
+    /// On shutdown, gives the fires still in the timer back: their rows go and their jobs' next
+    /// planned time moves back to them, so another admin (or the next start) plans them again at
+    /// once, with the misfire policy applying if that is too late.
+    async fn release_claims(&self) {
+        let pending: Vec<i64> = {
+            let mut timer = self.timer.lock().expect("timer poisoned");
+            std::mem::take(&mut *timer)
+                .into_keys()
+                .map(|(_, id)| id)
+                .collect()
+        };
+        for fire_id in pending {
+            if let Err(e) = self.store.unclaim(fire_id, &self.node).await {
+                tracing::warn!(error = %e, fire_id, "claim not released");
+            }
+        }
+    }
+
+    /// Fires waiting in this node's timer (for tests and metrics).
+    pub fn pending(&self) -> usize {
+        self.timer.lock().expect("timer poisoned").len()
+    }
+}
+
+/// Re-runs a failed run as a new attempt with the same item, total and parameters.
+async fn retry_run(
+    store: &Store,
+    dispatcher: &Dispatcher,
+    run_id: i64,
+) -> Result<(), crate::trigger::TriggerError> {
+    let Some(run) = store.get_run(run_id).await? else {
+        return Ok(());
+    };
+    if run.superseded != 0 {
+        return Ok(());
+    }
+    let Some(fire) = store.get_fire(run.fire_id).await? else {
+        return Ok(());
+    };
+    dispatcher.redispatch(&fire, &[run]).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(schedule_type: &str, conf: &str, next: Option<i64>, misfire: &str) -> Job {
+        Job {
+            id: 1,
+            group_id: 1,
+            name: "j".into(),
+            description: String::new(),
+            schedule_type: schedule_type.into(),
+            schedule_conf: conf.into(),
+            timezone: "UTC".into(),
+            handler: "h".into(),
+            params: String::new(),
+            route_strategy: "FIRST".into(),
+            block_strategy: "SERIAL_EXECUTION".into(),
+            timeout_s: 0,
+            retry_count: 0,
+            retry_interval_s: 0,
+            retry_backoff: 1,
+            misfire_strategy: misfire.into(),
+            sharding_mode: "NONE".into(),
+            sharding_total: 1,
+            sharding_strategy: "AVERAGE".into(),
+            item_params: String::new(),
+            max_node: 0,
+            resume_checkpoint: 0,
+            child_job_ids: String::new(),
+            glue_type: "BEAN".into(),
+            glue_source: String::new(),
+            glue_updated_at: 0,
+            alarm_targets: String::new(),
+            enabled: 1,
+            next_fire_at: next,
+            last_fire_at: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn cron_every_second_fills_the_window() {
+        let j = job("CRON", "* * * * * ?", Some(10_000), "DO_NOTHING");
+        let p = plan_job(&j, 9_000, 14_000, 5_000, "UTC");
+        let at: Vec<i64> = p.fires.iter().map(|f| f.planned_at).collect();
+        assert_eq!(at, [10_000, 11_000, 12_000, 13_000, 14_000]);
+        assert_eq!(p.next_fire_at, Some(15_000));
+        assert!(!p.stop);
+        assert!(p.fires.iter().all(|f| f.trigger_type == "CRON"));
+    }
+
+    #[test]
+    fn fix_rate_keeps_its_phase_and_fix_delay_waits() {
+        let j = job("FIX_RATE", "2", Some(10_500), "DO_NOTHING");
+        let p = plan_job(&j, 10_000, 15_000, 5_000, "UTC");
+        let at: Vec<i64> = p.fires.iter().map(|f| f.planned_at).collect();
+        assert_eq!(at, [10_500, 12_500, 14_500]);
+        assert_eq!(p.next_fire_at, Some(16_500));
+        let d = job("FIX_DELAY", "2", Some(10_500), "DO_NOTHING");
+        let p = plan_job(&d, 10_000, 15_000, 5_000, "UTC");
+        assert_eq!(p.fires.len(), 1);
+        assert_eq!(p.next_fire_at, None);
+        assert!(!p.stop);
+    }
+
+    #[test]
+    fn misfire_policies_fire_once_at_most() {
+        // Planned an hour ago, every second: 3 600 fires were missed.
+        let now = 3_700_000;
+        let late = job("CRON", "* * * * * ?", Some(100_000), "DO_NOTHING");
+        let p = plan_job(&late, now, now + 5_000, 5_000, "UTC");
+        assert!(p.fires.is_empty());
+        assert_eq!(p.next_fire_at, Some(3_701_000));
+        let once = job("CRON", "* * * * * ?", Some(100_000), "FIRE_ONCE_NOW");
+        let p = plan_job(&once, now, now + 5_000, 5_000, "UTC");
+        assert_eq!(
+            p.fires,
+            vec![PlannedFire {
+                planned_at: now,
+                trigger_type: "MISFIRE"
+            }]
+        );
+        assert_eq!(p.next_fire_at, Some(3_701_000));
+        // Less late than the threshold: it fires normally, at its planned time.
+        let slightly = job("CRON", "* * * * * ?", Some(now - 1_000), "DO_NOTHING");
+        let p = plan_job(&slightly, now, now + 1_000, 5_000, "UTC");
+        assert_eq!(p.fires[0].planned_at, now - 1_000);
+        assert_eq!(p.fires[0].trigger_type, "CRON");
+    }
+
+    #[test]
+    fn ended_and_invalid_schedules_stop_the_job() {
+        let past = job("CRON", "0 0 0 1 1 ? 2020", Some(1_000), "DO_NOTHING");
+        let p = plan_job(&past, 500, 5_500, 5_000, "UTC");
+        assert_eq!(p.fires.len(), 1, "the one planned fire still happens");
+        assert!(p.stop);
+        let bad = job("CRON", "nonsense", Some(1_000), "DO_NOTHING");
+        assert!(plan_job(&bad, 500, 5_500, 5_000, "UTC").stop);
+    }
+}

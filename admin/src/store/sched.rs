@@ -1,0 +1,273 @@
+//! The scheduler's claims on planned fires.
+//!
+//! A planned fire is claimed by inserting its fire row (state `scheduled`, an owner and a lease)
+//! in the same transaction that advances the job's `next_fire_at`. The row's unique `sched_key`
+//! (`<job>:<planned ms>`) makes a second claim of the same fire impossible whichever admin tries;
+//! the lease lets a surviving admin take over the claims of one that died before dispatching them.
+
+use sqlx::QueryBuilder;
+
+use super::jobs::JOB_COLS;
+use super::{with_pool, Dialect, Done, Store, StoreResult};
+use crate::model::{FireState, Job};
+
+/// One fire a job should get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFire {
+    pub planned_at: i64,
+    pub trigger_type: &'static str,
+}
+
+/// What the scheduler decided for one due job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobPlan {
+    pub fires: Vec<PlannedFire>,
+    /// The job's next planned time after these fires (`None`: nothing planned yet, e.g. FIX_DELAY
+    /// waiting for its fire to finish, or a schedule that never fires again).
+    pub next_fire_at: Option<i64>,
+    /// Set when the schedule has ended (the job is stopped, as XXL-JOB does).
+    pub stop: bool,
+}
+
+/// A fire this admin owns and must dispatch at `planned_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimedFire {
+    pub fire_id: i64,
+    pub job_id: i64,
+    pub planned_at: i64,
+}
+
+/// The unique key of a scheduler-made fire.
+pub fn sched_key(job_id: i64, planned_at: i64) -> String {
+    format!("{job_id}:{planned_at}")
+}
+
+impl Store {
+    /// Claims the fires of jobs due before `horizon`: plans them with `plan`, inserts their fire
+    /// rows owned by `node` with a lease until `planned_at + lease_ms`, and advances each job, in one
+    /// transaction. On MySQL the job rows are locked with `SKIP LOCKED`, so several admins claim
+    /// disjoint sets at the same moment.
+    pub async fn claim_due(
+        &self,
+        node: &str,
+        horizon: i64,
+        lease_ms: i64,
+        limit: i64,
+        now: i64,
+        plan: impl Fn(&Job) -> JobPlan,
+    ) -> StoreResult<Vec<ClaimedFire>> {
+        let select = match self.dialect() {
+            Dialect::MySql => format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ? FOR UPDATE SKIP LOCKED"
+            ),
+            Dialect::Sqlite => format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
+            ),
+        };
+        let insert_prefix = format!(
+            "{} INTO fires (job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, children_done, alarm_state, created_at) ",
+            self.dialect().insert_ignore()
+        );
+        let keys = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let jobs: Vec<Job> = sqlx::query_as::<_, Job>(&select)
+                .bind(horizon).bind(limit).fetch_all(&mut *tx).await?;
+            let mut rows: Vec<(i64, i64, i64, &'static str, String)> = Vec::new();
+            for job in &jobs {
+                let p = plan(job);
+                for f in &p.fires {
+                    rows.push((job.id, job.group_id, f.planned_at, f.trigger_type, sched_key(job.id, f.planned_at)));
+                }
+                let last = p.fires.last().map(|f| f.planned_at).or(job.last_fire_at);
+                sqlx::query("UPDATE jobs SET next_fire_at = ?, last_fire_at = ?, enabled = ? WHERE id = ? AND next_fire_at = ?")
+                    .bind(p.next_fire_at).bind(last).bind(i64::from(!p.stop))
+                    .bind(job.id).bind(job.next_fire_at)
+                    .execute(&mut *tx).await.map(Done::from)?;
+            }
+            for chunk in rows.chunks(500) {
+                let mut qb = QueryBuilder::new(insert_prefix.as_str());
+                qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key)| {
+                    b.push_bind(*job_id).push_bind(*group_id).push_bind(*ty).push_bind(*planned)
+                        .push_bind(key.clone()).push_bind(String::new()).push_bind(FireState::Scheduled.as_str())
+                        .push_bind(0i64).push_bind(String::new()).push_bind(node.to_string())
+                        .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(now);
+                });
+                qb.build().execute(&mut *tx).await.map(Done::from)?;
+            }
+            tx.commit().await?;
+            rows.into_iter().map(|r| r.4).collect::<Vec<String>>()
+        });
+        self.claimed_by_keys(node, &keys).await
+    }
+
+    async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(500) {
+            let rows: Vec<(i64, i64, i64)> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at FROM fires WHERE state = 'scheduled' AND owner = ");
+                qb.push_bind(node).push(" AND sched_key IN (");
+                let mut sep = qb.separated(", ");
+                for k in chunk {
+                    sep.push_bind(k.as_str());
+                }
+                qb.push(")");
+                qb.build_query_as().fetch_all(pool).await?
+            });
+            out.extend(
+                rows.into_iter()
+                    .map(|(fire_id, job_id, planned_at)| ClaimedFire {
+                        fire_id,
+                        job_id,
+                        planned_at,
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Takes over scheduled fires whose owner's lease ran out (the owner died or stalled).
+    pub async fn take_over_expired(
+        &self,
+        node: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<ClaimedFire>> {
+        let candidates: Vec<(i64, i64, i64)> = with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, job_id, planned_at FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
+            .bind(now).bind(limit).fetch_all(pool).await)?;
+        let mut out = Vec::new();
+        for (fire_id, job_id, planned_at) in candidates {
+            // Compare-and-set: of two survivors, one wins each fire.
+            let n = with_pool!(self, pool => sqlx::query(
+                "UPDATE fires SET owner = ?, claim_expires_at = ? WHERE id = ? AND state = 'scheduled' AND claim_expires_at < ?")
+                .bind(node).bind(now + lease_ms).bind(fire_id).bind(now)
+                .execute(pool).await.map(Done::from))?
+            .rows_affected();
+            if n == 1 {
+                out.push(ClaimedFire {
+                    fire_id,
+                    job_id,
+                    planned_at,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves a claimed fire from `scheduled` to `triggering` if `node` still owns it. Only the
+    /// admin that wins this step dispatches the fire.
+    pub async fn start_claimed(
+        &self,
+        fire_id: i64,
+        node: &str,
+        trigger_type: &str,
+    ) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+            "UPDATE fires SET state = 'triggering', trigger_type = ? WHERE id = ? AND state = 'scheduled' AND owner = ?")
+            .bind(trigger_type).bind(fire_id).bind(node).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Closes a claimed fire without dispatching it (misfire DO_NOTHING, job stopped or deleted).
+    pub async fn skip_claimed(
+        &self,
+        fire_id: i64,
+        node: &str,
+        message: &str,
+        now: i64,
+    ) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query(
+            "UPDATE fires SET state = 'skipped', message = ?, finished_at = ? WHERE id = ? AND state = 'scheduled' AND owner = ?")
+            .bind(message).bind(now).bind(fire_id).bind(node).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Gives a claim back (shutdown): the fire row goes and the job's next planned time moves back
+    /// to it, in one transaction.
+    pub async fn unclaim(&self, fire_id: i64, node: &str) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let row: Option<(i64, i64)> = sqlx::query_as("SELECT job_id, planned_at FROM fires WHERE id = ? AND state = 'scheduled' AND owner = ?")
+                .bind(fire_id).bind(node).fetch_optional(&mut *tx).await?;
+            if let Some((job_id, planned_at)) = row {
+                sqlx::query("DELETE FROM fires WHERE id = ?").bind(fire_id).execute(&mut *tx).await.map(Done::from)?;
+                sqlx::query("UPDATE jobs SET next_fire_at = ? WHERE id = ? AND enabled = 1 AND (next_fire_at IS NULL OR next_fire_at > ?)")
+                    .bind(planned_at).bind(job_id).bind(planned_at).execute(&mut *tx).await.map(Done::from)?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Drops the not yet dispatched fires of a job (it was edited, stopped or deleted).
+    pub async fn cancel_scheduled(&self, job_id: i64) -> StoreResult<u64> {
+        Ok(with_pool!(self, pool => sqlx::query("DELETE FROM fires WHERE job_id = ? AND state = 'scheduled'")
+            .bind(job_id).execute(pool).await.map(Done::from))?
+        .rows_affected())
+    }
+
+    /// Plans the next FIX_DELAY fire once the previous one finished (if the job still runs and
+    /// nothing else planned it).
+    pub async fn plan_after_finish(&self, job_id: i64, next: i64) -> StoreResult<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE jobs SET next_fire_at = ? WHERE id = ? AND enabled = 1 AND next_fire_at IS NULL")
+            .bind(next).bind(job_id).execute(pool).await.map(Done::from))?;
+        Ok(())
+    }
+
+    /// Runs whose retry time has come, oldest first.
+    pub async fn due_retries(&self, now: i64, limit: i64) -> StoreResult<Vec<(i64, i64)>> {
+        Ok(with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, retry_at FROM runs WHERE retry_at IS NOT NULL AND retry_at <= ? AND superseded = 0 ORDER BY retry_at LIMIT ?")
+            .bind(now).bind(limit).fetch_all(pool).await)?)
+    }
+
+    /// Takes a due retry (compare-and-set on its time, so one admin runs it).
+    pub async fn take_retry(&self, run_id: i64, retry_at: i64) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE runs SET retry_at = NULL WHERE id = ? AND retry_at = ?")
+            .bind(run_id).bind(retry_at).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Plans retries of failed runs and puts their fire back to `running`.
+    pub async fn schedule_retries(
+        &self,
+        fire_id: i64,
+        runs: &[(i64, i64)],
+        message: &str,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for (run_id, at) in runs {
+                sqlx::query("UPDATE runs SET retry_at = ? WHERE id = ?").bind(*at).bind(*run_id).execute(&mut *tx).await.map(Done::from)?;
+            }
+            sqlx::query("UPDATE fires SET state = 'running', finished_at = NULL, message = ? WHERE id = ?")
+                .bind(message).bind(fire_id).execute(&mut *tx).await.map(Done::from)?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// Records that a failed fire's alarm went out (or was not needed); true for the one caller
+    /// that should send it.
+    pub async fn claim_alarm(&self, fire_id: i64, state: i64) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE fires SET alarm_state = ? WHERE id = ? AND alarm_state = 0")
+            .bind(state).bind(fire_id).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Open runs dispatched before `before` (candidates for lost-run detection).
+    pub async fn open_runs(&self, before: i64, limit: i64) -> StoreResult<Vec<crate::model::Run>> {
+        let sql = format!(
+            "SELECT {} FROM runs WHERE state IN ('triggering', 'running') AND superseded = 0 AND created_at < ? ORDER BY id LIMIT ?",
+            super::fires::RUN_COLS
+        );
+        Ok(
+            with_pool!(self, pool => sqlx::query_as::<_, crate::model::Run>(&sql).bind(before).bind(limit).fetch_all(pool).await)?,
+        )
+    }
+}

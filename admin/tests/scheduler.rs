@@ -1,0 +1,455 @@
+//! The scheduler against real executors: cron on time, FIX_RATE / FIX_DELAY spacing, misfire after
+//! downtime, retries with backoff and one alarm, children after all shards, route strategies.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{TestAdmin, TestDb, TestExecutor};
+use serde_json::{json, Value};
+use shardline_executor::JobResult;
+
+type Calls = Arc<Mutex<Vec<(i64, String, i64)>>>; // (job id, executor name, at ms)
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// An executor with a few handlers that record their calls.
+async fn executor(appname: &str, admin: &TestAdmin, name: &str, calls: &Calls) -> TestExecutor {
+    let (c1, c2, c3) = (calls.clone(), calls.clone(), calls.clone());
+    let (n1, n2, n3) = (name.to_string(), name.to_string(), name.to_string());
+    TestExecutor::start(appname, &admin.base, move |b| {
+        b.handler("record", move |ctx| {
+            let (calls, name) = (c1.clone(), n1.clone());
+            async move {
+                calls.lock().unwrap().push((ctx.job_id(), name, now_ms()));
+                JobResult::success_with("ok")
+            }
+        })
+        .handler("slow", move |ctx| {
+            let (calls, name) = (c2.clone(), n2.clone());
+            async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                calls.lock().unwrap().push((ctx.job_id(), name, now_ms()));
+                JobResult::success_with("slow ok")
+            }
+        })
+        .handler("fail", move |ctx| {
+            let (calls, name) = (c3.clone(), n3.clone());
+            async move {
+                calls.lock().unwrap().push((ctx.job_id(), name, now_ms()));
+                JobResult::fail("failing on purpose")
+            }
+        })
+    })
+    .await
+}
+
+async fn group(admin: &TestAdmin, appname: &str) -> i64 {
+    admin
+        .post("/groups", json!({"appname": appname, "title": appname}))
+        .await["id"]
+        .as_i64()
+        .unwrap()
+}
+
+async fn fires(admin: &TestAdmin, job: i64) -> Vec<Value> {
+    let v = admin.get(&format!("/fires?job_id={job}&limit=1000")).await;
+    let mut items = v["items"].as_array().unwrap().clone();
+    items.reverse();
+    items
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cron_fires_on_time_and_rates_keep_spacing() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "sched-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("sched-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+
+    let cron = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "every-second", "handler": "record",
+            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let rate = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "rate", "handler": "record",
+            "schedule_type": "FIX_RATE", "schedule_conf": "1", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let delay = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "delay", "handler": "slow",
+            "schedule_type": "FIX_DELAY", "schedule_conf": "1", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    admin.post(&format!("/jobs/{cron}/stop"), json!({})).await;
+    admin.post(&format!("/jobs/{rate}/stop"), json!({})).await;
+    admin.post(&format!("/jobs/{delay}/stop"), json!({})).await;
+
+    // CRON: one fire per whole second, dispatched at its millisecond.
+    let cf = fires(&admin, cron).await;
+    assert!(cf.len() >= 5, "cron fired {} times", cf.len());
+    let mut lateness = Vec::new();
+    for pair in cf.windows(2) {
+        assert_eq!(
+            pair[1]["planned_at"].as_i64().unwrap() - pair[0]["planned_at"].as_i64().unwrap(),
+            1000
+        );
+    }
+    for f in &cf {
+        assert_eq!(f["planned_at"].as_i64().unwrap() % 1000, 0);
+        assert_eq!(f["trigger_type"], "CRON");
+        lateness.push(f["dispatched_at"].as_i64().unwrap() - f["planned_at"].as_i64().unwrap());
+    }
+    lateness.sort();
+    println!(
+        "precision: {} cron fires, lateness median {} ms, p99 {} ms, max {} ms",
+        lateness.len(),
+        percentile(&lateness, 0.5),
+        percentile(&lateness, 0.99),
+        lateness.last().unwrap()
+    );
+    assert!(
+        percentile(&lateness, 0.5) < 100,
+        "median lateness {lateness:?}"
+    );
+
+    // FIX_RATE: planned times exactly 1 s apart.
+    let rf = fires(&admin, rate).await;
+    assert!(rf.len() >= 5);
+    for pair in rf.windows(2) {
+        assert_eq!(
+            pair[1]["planned_at"].as_i64().unwrap() - pair[0]["planned_at"].as_i64().unwrap(),
+            1000
+        );
+    }
+    // FIX_DELAY: the next fire is planned 1 s after the previous one finished (the run takes 0.5 s).
+    let df = fires(&admin, delay).await;
+    assert!(df.len() >= 3, "{df:?}");
+    for pair in df.windows(2) {
+        let finished = pair[0]["finished_at"].as_i64().unwrap();
+        let next = pair[1]["planned_at"].as_i64().unwrap();
+        assert_eq!(next - finished, 1000, "FIX_DELAY spacing");
+        assert!(next - pair[0]["planned_at"].as_i64().unwrap() >= 1500);
+    }
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn misfire_policies_after_downtime() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "misfire-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("misfire-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+    let mut ids = Vec::new();
+    for policy in ["DO_NOTHING", "FIRE_ONCE_NOW"] {
+        ids.push(
+            admin
+                .post(
+                    "/jobs",
+                    json!({"group_id": gid, "name": policy, "handler": "record",
+                    "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
+                    "misfire_strategy": policy}),
+                )
+                .await["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    admin.stop().await;
+    // Down for 8 s: 8 fires of each job missed.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let before = now_ms();
+    let admin = TestAdmin::start_with(&db, &[]).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    for id in &ids {
+        admin.post(&format!("/jobs/{id}/stop"), json!({})).await;
+    }
+    let nothing = fires(&admin, ids[0]).await;
+    let once = fires(&admin, ids[1]).await;
+    let after = |v: &Vec<Value>| -> Vec<Value> {
+        v.iter()
+            .filter(|f| f["created_at"].as_i64().unwrap() >= before)
+            .cloned()
+            .collect()
+    };
+    let (nothing, once) = (after(&nothing), after(&once));
+    assert!(
+        nothing.iter().all(|f| f["trigger_type"] == "CRON"),
+        "{nothing:?}"
+    );
+    let misfires: Vec<_> = once
+        .iter()
+        .filter(|f| f["trigger_type"] == "MISFIRE")
+        .collect();
+    assert_eq!(
+        misfires.len(),
+        1,
+        "fired once however many were missed: {once:?}"
+    );
+    assert!(
+        once.iter().filter(|f| f["trigger_type"] == "CRON").count() >= 1,
+        "then the schedule resumes"
+    );
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retries_back_off_and_alarm_once() {
+    let db = TestDb::sqlite();
+    // A webhook receiver for the alarm.
+    let alarms: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let a2 = alarms.clone();
+    let hook = axum::Router::new().route(
+        "/alarm",
+        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+            let a = a2.clone();
+            async move {
+                a.lock().unwrap().push(v);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/alarm", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, hook).await });
+
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "retry-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("retry-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+    let job = admin
+        .post("/jobs", json!({"group_id": gid, "name": "flaky", "handler": "fail",
+            "retry_count": 2, "retry_interval_s": 1, "retry_backoff": 2, "alarm_targets": hook_url}))
+        .await["id"].as_i64().unwrap();
+    let fire = admin
+        .post(&format!("/jobs/{job}/trigger"), json!({"params": "p-1"}))
+        .await["fire_id"]
+        .as_i64()
+        .unwrap();
+    // 1 s then 2 s of backoff: all three attempts are done after ~3.5 s.
+    let mut v = Value::Null;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        v = admin.get(&format!("/fires/{fire}")).await;
+        if v["state"] == "failed" && v["runs"].as_array().unwrap().len() == 3 {
+            break;
+        }
+    }
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "one attempt and two retries: {v}");
+    let at: Vec<i64> = calls.lock().unwrap().iter().map(|c| c.2).collect();
+    assert_eq!(at.len(), 3);
+    let gaps = [at[1] - at[0], at[2] - at[1]];
+    assert!(
+        (900..1900).contains(&gaps[0]),
+        "first retry after ~1 s: {gaps:?}"
+    );
+    assert!(
+        (1900..2900).contains(&gaps[1]),
+        "second retry after ~2 s (backoff): {gaps:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r["params"] == "p-1" && r["shard_index"] == 0),
+        "same parameters"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = alarms.lock().unwrap().clone();
+    assert_eq!(
+        sent.len(),
+        1,
+        "one alarm per failed fire, after its retries: {sent:?}"
+    );
+    assert_eq!(sent[0]["fire_id"], fire);
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn child_runs_once_after_all_shards() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "child-app").await;
+    let calls: Calls = Arc::default();
+    let mut execs = Vec::new();
+    for i in 0..3 {
+        execs.push(executor("child-app", &admin, &format!("e{i}"), &calls).await);
+    }
+    admin.wait_executors(gid, 3).await;
+    let child = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "child", "handler": "record"}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let parent = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "parent", "handler": "slow",
+            "sharding_mode": "BROADCAST", "child_job_ids": [child]}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let fire = admin
+        .post(&format!("/jobs/{parent}/trigger"), json!({}))
+        .await["fire_id"]
+        .as_i64()
+        .unwrap();
+    let pf = admin.wait_fire(fire).await;
+    assert_eq!(pf["state"], "succeeded");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let cf = fires(&admin, child).await;
+    assert_eq!(cf.len(), 1, "one child fire for a 3-shard parent: {cf:?}");
+    assert_eq!(cf[0]["trigger_type"], "PARENT");
+    assert_eq!(cf[0]["parent_fire_id"], fire);
+    let child_calls = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.0 == child)
+        .count();
+    assert_eq!(child_calls, 1);
+    for e in execs {
+        e.stop().await;
+    }
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn route_strategies_pick_as_xxl_job_does() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "route-app").await;
+    let calls: Calls = Arc::default();
+    let mut execs = Vec::new();
+    for i in 0..3 {
+        execs.push(executor("route-app", &admin, &format!("e{i}"), &calls).await);
+    }
+    admin.wait_executors(gid, 3).await;
+    let mut addrs: Vec<String> = execs.iter().map(|e| e.address.clone()).collect();
+    addrs.sort();
+
+    async fn targets(admin: &TestAdmin, gid: i64, route: &str, n: usize) -> Vec<String> {
+        let job = admin
+            .post("/jobs", json!({"group_id": gid, "name": route, "handler": "record", "route_strategy": route}))
+            .await["id"].as_i64().unwrap();
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let f = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await["fire_id"]
+                .as_i64()
+                .unwrap();
+            let f = admin.wait_fire(f).await;
+            assert_eq!(f["state"], "succeeded", "{route}: {f}");
+            out.push(
+                f["runs"][0]["executor_address"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+        out
+    }
+    assert!(targets(&admin, gid, "FIRST", 3)
+        .await
+        .iter()
+        .all(|a| *a == addrs[0]));
+    assert!(targets(&admin, gid, "LAST", 3)
+        .await
+        .iter()
+        .all(|a| *a == addrs[2]));
+    let round = targets(&admin, gid, "ROUND", 6).await;
+    let pos: Vec<usize> = round
+        .iter()
+        .map(|a| addrs.iter().position(|x| x == a).unwrap())
+        .collect();
+    for w in pos.windows(2) {
+        assert_eq!(w[1], (w[0] + 1) % 3, "ROUND cycles: {pos:?}");
+    }
+    let hash = targets(&admin, gid, "CONSISTENT_HASH", 3).await;
+    assert!(
+        hash.iter().all(|a| *a == hash[0]),
+        "a job sticks to one executor"
+    );
+    // XXL-JOB's LFU starts new addresses at a random count below the group size, so the first
+    // picks vary; over enough triggers the least used one always catches up.
+    let lfu = targets(&admin, gid, "LEAST_FREQUENTLY_USED", 9).await;
+    for a in &addrs {
+        assert!(
+            lfu.iter().any(|x| x == a),
+            "LFU reaches every executor: {lfu:?}"
+        );
+    }
+    let lru = targets(&admin, gid, "LEAST_RECENTLY_USED", 3).await;
+    let mut distinct = lru.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "LRU visits everyone: {lru:?}");
+    assert!(targets(&admin, gid, "FAILOVER", 2)
+        .await
+        .iter()
+        .all(|a| *a == addrs[0]));
+    assert!(targets(&admin, gid, "BUSYOVER", 2)
+        .await
+        .iter()
+        .all(|a| *a == addrs[0]));
+    let r = targets(&admin, gid, "RANDOM", 5).await;
+    assert!(r.iter().all(|a| addrs.contains(a)));
+
+    // FAILOVER over a manual group whose first address is dead picks the live one.
+    let dead = "http://127.0.0.1:9/".to_string();
+    let manual = admin
+        .post(
+            "/groups",
+            json!({"appname": "manual-app", "title": "manual", "address_type": "MANUAL",
+            "addresses": [dead, addrs[1].clone()]}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let got = targets(&admin, manual, "FAILOVER", 2).await;
+    assert!(got.iter().all(|a| *a == addrs[1]), "{got:?}");
+    for e in execs {
+        e.stop().await;
+    }
+    admin.stop().await;
+    db.cleanup().await;
+}
