@@ -8,7 +8,7 @@ use crate::model::{Job, ScheduleType};
 #[derive(Debug, Clone)]
 pub enum Schedule {
     Cron {
-        expr: CronExpr,
+        expr: Box<CronExpr>,
         tz: chrono_tz::Tz,
     },
     /// Every N ms, counted from the previous planned time.
