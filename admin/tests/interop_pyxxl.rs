@@ -367,7 +367,7 @@ async fn pyxxl_executor_runs_jobs_from_the_admin() {
     let f = fire(&admin, shard_job).await;
     assert_eq!(f["state"], "succeeded", "{f}");
     assert_eq!(f["coverage"]["summary"], "2/2 items succeeded", "{f}");
-    let mut addresses = vec![first.address(), second.address()];
+    let mut addresses = [first.address(), second.address()];
     addresses.sort();
     let mut runs = f["runs"].as_array().expect("runs").clone();
     runs.sort_by_key(|r| r["shard_index"].as_i64());
