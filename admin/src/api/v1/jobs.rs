@@ -153,6 +153,30 @@ fn new_job_defaults() -> Job {
     }
 }
 
+/// Bytes a TEXT column holds on MySQL.
+const MAX_TEXT_BYTES: usize = 65_535;
+
+/// Refuses what the database column could not store (MySQL would fail the write).
+fn check_len(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
+    if v.chars().count() > max_chars {
+        return Err(ApiError::field(
+            field,
+            format!("must be at most {max_chars} characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_text(field: &str, v: &str) -> Result<(), ApiError> {
+    if v.len() > MAX_TEXT_BYTES {
+        return Err(ApiError::field(
+            field,
+            format!("must be at most {MAX_TEXT_BYTES} bytes, got {}", v.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn in_range(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ApiError> {
     if (lo..=hi).contains(&v) {
         Ok(v)
@@ -226,7 +250,18 @@ async fn merge_and_validate(
     if j.name.is_empty() || j.name.chars().count() > 255 {
         return Err(ApiError::field("name", "must be 1 to 255 characters"));
     }
+    check_text("description", &j.description)?;
+    check_text("params", &j.params)?;
+    check_text("alarm_targets", &j.alarm_targets)?;
+    check_text("item_params", &j.item_params)?;
     j.schedule_type = j.schedule_type.trim().to_ascii_uppercase();
+    j.schedule_conf = j.schedule_conf.trim().to_string();
+    check_len("schedule_conf", &j.schedule_conf, 255)?;
+    // Checked for every schedule type: the zone is kept and used once the type becomes CRON.
+    j.timezone = j.timezone.trim().to_string();
+    if !j.timezone.is_empty() {
+        crate::cron::parse_tz(&j.timezone).map_err(|m| ApiError::field("timezone", m))?;
+    }
     let schedule = Schedule::parse(
         &j.schedule_type,
         &j.schedule_conf,
@@ -255,11 +290,14 @@ async fn merge_and_validate(
     in_range("retry_backoff", j.retry_backoff, 1, 10)?;
     in_range("max_node", j.max_node, 0, 100_000)?;
 
+    // Stored by its canonical name (aliases and case are accepted), in every mode.
+    j.sharding_strategy = sharding::parse_strategy(&j.sharding_strategy)
+        .map_err(|e| ApiError::field("sharding_strategy", e.to_string()))?
+        .name()
+        .to_string();
     match mode {
         ShardingMode::Items => {
             let n = in_range("sharding_total", j.sharding_total, 1, 100_000)?;
-            sharding::parse_strategy(&j.sharding_strategy)
-                .map_err(|e| ApiError::field("sharding_strategy", e.to_string()))?;
             ItemParams::parse(&j.item_params, n as u32)
                 .map_err(|e| ApiError::field("item_params", e.to_string()))?;
         }
@@ -272,9 +310,6 @@ async fn merge_and_validate(
             }
             j.sharding_total = in_range("sharding_total", j.sharding_total, 1, 100_000)?;
         }
-    }
-    if j.sharding_strategy.trim().is_empty() {
-        j.sharding_strategy = "AVERAGE".into();
     }
 
     let glue = GlueType::parse(&j.glue_type).ok_or_else(|| {
@@ -303,13 +338,17 @@ async fn merge_and_validate(
             "a script job needs its source",
         ));
     }
+    check_len("handler", &j.handler, 255)?;
     if glue == GlueType::GlueShell {
         // As XXL-JOB does: scripts edited on Windows must still run under bash.
         j.glue_source = j.glue_source.replace('\r', "");
     }
 
     if let Some(ids) = body.child_job_ids {
-        let ids = ids.parse()?;
+        let mut ids = ids.parse()?;
+        // Each child once, in the order given.
+        let mut seen = std::collections::HashSet::new();
+        ids.retain(|id| seen.insert(*id));
         for id in &ids {
             if *id == j.id {
                 return Err(ApiError::field(
@@ -355,10 +394,20 @@ async fn merge_and_validate(
         if schedule_changed || j.next_fire_at.is_none() {
             j.next_fire_at = schedule.first_after(now_ms());
         }
+        if j.next_fire_at.is_none() {
+            // Enabled with nothing planned would look scheduled and never run; start() refuses it too.
+            return Err(ApiError::field(
+                "schedule_conf",
+                "this schedule never fires again",
+            ));
+        }
     } else {
         j.next_fire_at = None;
     }
 
+    if let Some(remark) = &body.glue_remark {
+        check_len("glue_remark", remark, 255)?;
+    }
     let glue_changed = j.glue_type != base.glue_type || j.glue_source != base.glue_source;
     if glue_changed {
         j.glue_updated_at = now_ms();
@@ -543,6 +592,9 @@ async fn trigger(
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
     };
     let mut req = FireRequest::manual(TriggerType::Api);
+    if let Some(p) = &body.params {
+        check_text("params", p)?;
+    }
     req.params = body.params;
     if let Some(addrs) = body.addresses {
         let addrs: Vec<String> = addrs
@@ -563,11 +615,19 @@ async fn trigger(
                     format!("{a:?} is not an http(s) URL"),
                 ));
             }
+            check_len("addresses", a, 255)?;
         }
         req.addresses = Some(addrs);
     }
     if let Some(s) = body.shard {
-        if s.total < 1 || s.index < 0 || s.index >= s.total {
+        // The wire carries index and total as 32-bit numbers; the bound is sharding_total's.
+        if !(1..=100_000).contains(&s.total) {
+            return Err(ApiError::field(
+                "shard",
+                format!("total must be between 1 and 100000, got {}", s.total),
+            ));
+        }
+        if s.index < 0 || s.index >= s.total {
             return Err(ApiError::field(
                 "shard",
                 format!("index {} must be in 0..{}", s.index, s.total),
