@@ -356,14 +356,17 @@ async fn merge_and_validate(
                     "a job cannot be its own child",
                 ));
             }
-            if st.store.get_job(*id).await.is_err() {
+            let Ok(child) = st.store.get_job(*id).await else {
                 return Err(ApiError::field(
                     "child_job_ids",
                     format!("job {id} does not exist"),
                 ));
-            }
+            };
+            // A child fires on the parent's behalf: the caller must be allowed to fire it.
+            caller.require_group(child.group_id)?;
         }
         j.child_job_ids = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        check_len("child_job_ids", &j.child_job_ids, 1024)?;
     }
 
     // Changing N changes MOD(id, N) routing: saved checkpoints would point into other items.
