@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use shardline_executor::protocol::{BlockStrategy, GlueType};
 
 use crate::api::error::{Json, Path, Query};
@@ -73,6 +73,7 @@ pub struct JobBody {
     pub created_at: Option<serde_json::Value>,
     pub updated_at: Option<serde_json::Value>,
     pub glue_updated_at: Option<serde_json::Value>,
+    pub child_job_id_list: Option<serde_json::Value>,
 }
 
 /// Child job ids as a JSON list or a comma-separated string (XXL-JOB's form).
@@ -102,11 +103,29 @@ impl IdList {
 }
 
 /// A job as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct JobView {
-    #[serde(flatten)]
     pub job: Job,
     pub child_job_id_list: Vec<i64>,
+}
+
+impl Serialize for JobView {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut v = serde_json::to_value(&self.job).map_err(serde::ser::Error::custom)?;
+        if let Some(m) = v.as_object_mut() {
+            // Stored as 0/1; shown as the booleans the document declares and clients send back.
+            m.insert("enabled".into(), (self.job.enabled != 0).into());
+            m.insert(
+                "resume_checkpoint".into(),
+                (self.job.resume_checkpoint != 0).into(),
+            );
+            m.insert(
+                "child_job_id_list".into(),
+                self.child_job_id_list.clone().into(),
+            );
+        }
+        v.serialize(s)
+    }
 }
 
 fn view(job: Job) -> JobView {
