@@ -123,6 +123,13 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
                 format!("{a:?} is not an http(s) URL"),
             ));
         }
+        // Runs record their executor's address in a 255-character column.
+        if a.chars().count() > 255 {
+            return Err(ApiError::field(
+                "addresses",
+                "each address must be at most 255 characters",
+            ));
+        }
     }
     if address_type == "MANUAL" && addresses.is_empty() {
         return Err(ApiError::field(
@@ -144,6 +151,12 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         .access_token
         .or_else(|| current.map(|g| g.access_token.clone()))
         .unwrap_or_default();
+    if access_token.chars().count() > 255 {
+        return Err(ApiError::field(
+            "access_token",
+            "must be at most 255 characters",
+        ));
+    }
     Ok(GroupInput {
         appname,
         title,
