@@ -64,12 +64,19 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     if let Err(m) = req.validate() {
         return fail(m);
     }
+    // Sizes of the registry columns: a longer value would fail the write with a database error.
+    if req.registry_key.trim().chars().count() > 64 {
+        return fail("Illegal Argument: registryKey is longer than 64 characters.");
+    }
+    let address = crate::trigger::normalize_address(&req.registry_value);
+    if address.chars().count() > 255 {
+        return fail("Illegal Argument: registryValue is longer than 255 characters.");
+    }
     let meta = req
         .meta
         .as_ref()
         .and_then(|m| serde_json::to_string(m).ok())
         .unwrap_or_default();
-    let address = crate::trigger::normalize_address(&req.registry_value);
     match state
         .store
         .upsert_registry(req.registry_key.trim(), &address, &meta, now_ms())
