@@ -11,6 +11,7 @@ use crate::api::error::{Json, Path};
 use crate::api::{ApiError, AppState, Caller};
 use crate::auth;
 use crate::model::{now_ms, ApiToken, Role, User};
+use crate::store::StoreError;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -53,6 +54,29 @@ fn join_ids(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// Checks that every group exists and returns the list as stored (each group once).
+async fn group_list(st: &AppState, ids: &[i64]) -> Result<String, ApiError> {
+    let mut unique: Vec<i64> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if unique.contains(id) {
+            continue;
+        }
+        if matches!(st.store.get_group(*id).await, Err(StoreError::NotFound(_))) {
+            return Err(ApiError::field(
+                "group_ids",
+                format!("group {id} does not exist"),
+            ));
+        }
+        unique.push(*id);
+    }
+    let joined = join_ids(&unique);
+    // The column holds 1024 characters.
+    if joined.len() > 1024 {
+        return Err(ApiError::field("group_ids", "too many groups"));
+    }
+    Ok(joined)
+}
+
 async fn list_users(
     State(st): State<AppState>,
     caller: Caller,
@@ -90,7 +114,7 @@ async fn create_user(
     auth::check_password_strength(&password).map_err(|m| ApiError::field("password", m))?;
     let role = body.role.unwrap_or_else(|| "USER".into());
     Role::parse(&role).map_err(|e| ApiError::field("role", e))?;
-    let groups = join_ids(&body.group_ids.unwrap_or_default());
+    let groups = group_list(&st, &body.group_ids.unwrap_or_default()).await?;
     let hash = auth::hash_password_async(password)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -130,10 +154,10 @@ async fn update_user(
             "you cannot remove your own ADMIN role",
         ));
     }
-    let groups = body
-        .group_ids
-        .map(|g| join_ids(&g))
-        .unwrap_or(current.group_ids);
+    let groups = match body.group_ids {
+        Some(g) => group_list(&st, &g).await?,
+        None => current.group_ids,
+    };
     st.store
         .update_user_access(id, &role, &groups, now_ms())
         .await?;
