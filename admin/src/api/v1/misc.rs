@@ -166,7 +166,11 @@ pub fn openapi() -> Value {
                 {"name": "count", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
                 {"name": "after", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}}],
                 "responses": with_errors(json!({"200": obj("times", "Times")}))}},
-            "/nodes": {"get": {"summary": "Admin processes sharing this database", "responses": with_errors(json!({"200": {"description": "nodes"}}))}}
+            "/nodes": {"get": {"summary": "Admin processes sharing this database", "responses": with_errors(json!({"200": {"description": "nodes"}}))}},
+            "/dashboard": {"get": {"summary": "The console's first page for the caller's groups: counts, runs per day, running runs, recent failures", "parameters": [
+                {"name": "days", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 90}}],
+                "responses": with_errors(json!({"200": {"description": "dashboard"}}))}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.0 document"}}}}
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
