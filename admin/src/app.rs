@@ -172,7 +172,6 @@ pub async fn serve(
         store.clone(),
         dispatcher.clone(),
         settings.clone(),
-        metrics.clone(),
         node_id.clone(),
     );
     let scheduler_task = tokio::spawn(scheduler.clone().run(stop.clone()));

@@ -109,13 +109,12 @@ async fn write_batch(
     batch.clear();
     fires.sort_unstable();
     fires.dedup();
-    for fire_id in fires {
-        match store.refresh_fire_state(fire_id, now_ms()).await {
-            Ok(Some(state)) => {
+    match store.refresh_fire_states(&fires, now_ms()).await {
+        Ok(finals) => {
+            for (fire_id, state) in finals {
                 let _ = events.send((fire_id, state));
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, fire_id, "cannot refresh fire state"),
         }
+        Err(e) => tracing::warn!(error = %e, fires = fires.len(), "cannot refresh fire states"),
     }
 }

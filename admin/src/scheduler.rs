@@ -17,7 +17,6 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
-use crate::metrics::Metrics;
 use crate::model::{now_ms, Job, MisfireStrategy, ScheduleType, TriggerType};
 use crate::schedule::Schedule;
 use crate::store::{ClaimedFire, JobPlan, PlannedFire, Store, StoreError};
@@ -144,10 +143,9 @@ pub struct Scheduler {
     store: Store,
     dispatcher: Arc<Dispatcher>,
     settings: Arc<Settings>,
-    metrics: Arc<Metrics>,
     node: String,
-    /// Claimed fires by (planned time, fire id) → job id.
-    timer: Mutex<BTreeMap<(i64, i64), i64>>,
+    /// Claimed fires by (planned time, fire id) → (job id, trigger type).
+    timer: Mutex<BTreeMap<(i64, i64), (i64, String)>>,
     wake: Notify,
     /// Dispatch slots: most jobs use the fast pool; jobs whose triggers keep being slow use the
     /// slow one, so a dead executor cannot hold up everyone else's fires.
@@ -161,14 +159,12 @@ impl Scheduler {
         store: Store,
         dispatcher: Arc<Dispatcher>,
         settings: Arc<Settings>,
-        metrics: Arc<Metrics>,
         node: String,
     ) -> Arc<Self> {
         Arc::new(Scheduler {
             store,
             dispatcher,
             settings,
-            metrics,
             node,
             timer: Mutex::new(BTreeMap::new()),
             wake: Notify::new(),
@@ -301,36 +297,136 @@ impl Scheduler {
         }
         let mut timer = self.timer.lock().expect("timer poisoned");
         for c in claimed {
-            timer.insert((c.planned_at, c.fire_id), c.job_id);
+            timer.insert(
+                (c.planned_at, c.fire_id),
+                (c.job_id, c.trigger_type.clone()),
+            );
         }
     }
 
-    /// Starts a task for every timer entry whose time has come.
+    /// Starts the dispatch of every timer entry whose time has come: one task for all the on-time
+    /// fires of fast jobs (their database work is batched), one task each for slow jobs.
     fn dispatch_due(self: &Arc<Self>, now: i64) {
-        let due: Vec<((i64, i64), i64)> = {
+        let due: Vec<((i64, i64), (i64, String))> = {
             let mut timer = self.timer.lock().expect("timer poisoned");
             let later = timer.split_off(&(now + 1, i64::MIN));
             std::mem::replace(&mut *timer, later).into_iter().collect()
         };
-        for ((planned_at, fire_id), job_id) in due {
+        if due.is_empty() {
+            return;
+        }
+        let (slow, fast): (Vec<_>, Vec<_>) = due
+            .into_iter()
+            .partition(|(_, (job_id, _))| self.is_slow(*job_id));
+        for entry in slow {
             let this = self.clone();
-            let pool = if self.is_slow(job_id) {
-                self.slow.clone()
-            } else {
-                self.fast.clone()
-            };
+            let pool = self.slow.clone();
             tokio::spawn(async move {
                 let Ok(_permit) = pool.acquire_owned().await else {
                     return;
                 };
-                let started = std::time::Instant::now();
-                if let Err(e) = this.dispatch(fire_id, job_id, planned_at).await {
-                    tracing::warn!(error = %e, fire_id, job_id, "scheduled fire not dispatched");
-                }
-                if started.elapsed().as_millis() > SLOW_TRIGGER_MS {
-                    this.count_slow(job_id);
-                }
+                this.dispatch_batch(vec![entry]).await;
             });
+        }
+        if !fast.is_empty() {
+            let this = self.clone();
+            let pool = self.fast.clone();
+            tokio::spawn(async move {
+                let Ok(_permit) = pool.acquire_owned().await else {
+                    return;
+                };
+                this.dispatch_batch(fast).await;
+            });
+        }
+    }
+
+    /// Dispatches due fires: the job's current state and the misfire policy apply; on-time fires
+    /// are started and sent together.
+    async fn dispatch_batch(&self, due: Vec<((i64, i64), (i64, String))>) {
+        let started = std::time::Instant::now();
+        let job_ids: Vec<i64> = due.iter().map(|(_, (j, _))| *j).collect();
+        let jobs: HashMap<i64, Arc<Job>> = match self.store.get_jobs(&job_ids).await {
+            Ok(v) => v.into_iter().map(|j| (j.id, Arc::new(j))).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot load jobs of due fires; they will be taken over");
+                return;
+            }
+        };
+        let now = now_ms();
+        let mut on_time = Vec::new();
+        for ((planned_at, fire_id), (job_id, trigger_type)) in due {
+            let result = async {
+                let Some(job) = jobs.get(&job_id) else {
+                    self.store
+                        .skip_claimed(fire_id, &self.node, "job deleted", now)
+                        .await?;
+                    return Ok(());
+                };
+                if job.enabled == 0 {
+                    self.store
+                        .skip_claimed(fire_id, &self.node, "job stopped", now)
+                        .await?;
+                    return Ok(());
+                }
+                let late = now - planned_at;
+                if late > self.settings.misfire_threshold_ms
+                    && trigger_type != TriggerType::Misfire.as_str()
+                {
+                    if job.misfire_strategy == MisfireStrategy::FireOnceNow.as_str() {
+                        if self
+                            .store
+                            .start_claimed(fire_id, &self.node, TriggerType::Misfire.as_str())
+                            .await?
+                        {
+                            self.dispatcher
+                                .dispatch_claimed(vec![(
+                                    job.clone(),
+                                    fire_id,
+                                    planned_at,
+                                    TriggerType::Misfire.as_str().into(),
+                                )])
+                                .await?;
+                        }
+                    } else {
+                        self.store
+                            .skip_claimed(
+                                fire_id,
+                                &self.node,
+                                &format!("misfired: {late} ms late (DO_NOTHING)"),
+                                now,
+                            )
+                            .await?;
+                    }
+                    return Ok(());
+                }
+                on_time.push((job.clone(), fire_id, planned_at, trigger_type.clone()));
+                Ok::<(), crate::trigger::TriggerError>(())
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::warn!(error = %e, fire_id, job_id, "scheduled fire not dispatched");
+            }
+        }
+        if !on_time.is_empty() {
+            let ids: Vec<i64> = on_time.iter().map(|f| f.1).collect();
+            match self.store.start_claims(&ids, &self.node).await {
+                Ok(won) => {
+                    // Fires another admin took over (we were too slow) are its to dispatch.
+                    let won: std::collections::HashSet<i64> = won.into_iter().collect();
+                    on_time.retain(|f| won.contains(&f.1));
+                    if let Err(e) = self.dispatcher.dispatch_claimed(on_time).await {
+                        tracing::warn!(error = %e, "scheduled fires not dispatched");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start claimed fires; they will be taken over")
+                }
+            }
+        }
+        if started.elapsed().as_millis() > SLOW_TRIGGER_MS {
+            for job_id in job_ids {
+                self.count_slow(job_id);
+            }
         }
     }
 
@@ -349,65 +445,6 @@ impl Scheduler {
         map.retain(|_, (m, _)| *m == minute);
         let e = map.entry(job_id).or_insert((minute, 0));
         e.1 += 1;
-    }
-
-    /// Dispatches one claimed fire, applying the job's current state and the misfire policy.
-    async fn dispatch(
-        &self,
-        fire_id: i64,
-        job_id: i64,
-        planned_at: i64,
-    ) -> Result<(), crate::trigger::TriggerError> {
-        let now = now_ms();
-        let job = match self.store.get_job(job_id).await {
-            Ok(j) => j,
-            Err(StoreError::NotFound(_)) => {
-                self.store
-                    .skip_claimed(fire_id, &self.node, "job deleted", now)
-                    .await?;
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if job.enabled == 0 {
-            self.store
-                .skip_claimed(fire_id, &self.node, "job stopped", now)
-                .await?;
-            return Ok(());
-        }
-        let fire = self.store.get_fire(fire_id).await?;
-        let mut trigger_type = fire
-            .map(|f| f.trigger_type)
-            .unwrap_or_else(|| TriggerType::Cron.as_str().into());
-        let late = now - planned_at;
-        if late > self.settings.misfire_threshold_ms
-            && trigger_type != TriggerType::Misfire.as_str()
-        {
-            if job.misfire_strategy == MisfireStrategy::FireOnceNow.as_str() {
-                trigger_type = TriggerType::Misfire.as_str().into();
-            } else {
-                self.store
-                    .skip_claimed(
-                        fire_id,
-                        &self.node,
-                        &format!("misfired: {late} ms late (DO_NOTHING)"),
-                        now,
-                    )
-                    .await?;
-                return Ok(());
-            }
-        }
-        if !self
-            .store
-            .start_claimed(fire_id, &self.node, &trigger_type)
-            .await?
-        {
-            // Another admin took it over (we were too slow): it dispatches, we don't.
-            return Ok(());
-        }
-        self.metrics.trigger_lateness.observe(late.max(0) as u64);
-        self.dispatcher.dispatch_claimed(&job, fire_id).await?;
-        Ok(())
     }
 
     /// On shutdown, gives the fires still in the timer back: their rows go and their jobs' next

@@ -82,6 +82,17 @@ struct Target {
     labels: Vec<String>,
 }
 
+/// One fire on its way to the executors, with what dispatch needs to know about it.
+struct FireWork {
+    job: Arc<Job>,
+    group: Arc<Group>,
+    targets: Arc<Vec<Target>>,
+    fire_id: i64,
+    planned_at: i64,
+    trigger_type: String,
+    runs: Vec<Run>,
+}
+
 /// A run planned for dispatch.
 struct Planned {
     run: NewRun,
@@ -230,11 +241,10 @@ impl Dispatcher {
 
     /// Fires `job` once: plans, stores and dispatches its runs.
     pub async fn fire(&self, job: &Job, req: FireRequest) -> Result<FireOutcome, TriggerError> {
-        let group = self.store.get_group(job.group_id).await?;
-        let targets = self.targets(&group, req.addresses.as_deref()).await?;
+        let group = Arc::new(self.store.get_group(job.group_id).await?);
+        let targets = Arc::new(self.targets(&group, req.addresses.as_deref()).await?);
         let params = req.params.clone().unwrap_or_else(|| job.params.clone());
         let (planned, note) = self.plan(job, &targets, &params, req.shard).await?;
-        let now = now_ms();
         let runs: Vec<NewRun> = planned.into_iter().map(|p| p.run).collect();
         let Some((fire_id, run_ids)) = self
             .store
@@ -247,76 +257,109 @@ impl Dispatcher {
                 &params,
                 req.parent_fire_id,
                 &runs,
-                now,
+                now_ms(),
             )
             .await?
         else {
             return Ok(FireOutcome::AlreadyFired);
         };
-        self.start_fire(job, &group, fire_id, note, &targets)
-            .await?;
-        Ok(FireOutcome::Fired { fire_id, run_ids })
-    }
-
-    /// Dispatches a fire the scheduler claimed earlier (its row exists, without runs): plans the
-    /// runs with the job as it is now, stores them and sends them.
-    pub async fn dispatch_claimed(
-        &self,
-        job: &Job,
-        fire_id: i64,
-    ) -> Result<Vec<i64>, TriggerError> {
-        let group = self.store.get_group(job.group_id).await?;
-        let targets = self.targets(&group, None).await?;
-        let (planned, note) = match self.plan(job, &targets, &job.params, None).await {
-            Ok(p) => p,
-            Err(e) => {
-                // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
-                // visibly instead of leaving it open.
-                self.store
-                    .add_fire_runs(fire_id, job.id, job.group_id, &job.params, &[], now_ms())
-                    .await?;
-                self.store.set_fire_message(fire_id, &e.to_string()).await?;
-                self.refresh(fire_id).await?;
-                return Err(e);
-            }
-        };
-        let runs: Vec<NewRun> = planned.into_iter().map(|p| p.run).collect();
-        let ids = self
-            .store
-            .add_fire_runs(fire_id, job.id, job.group_id, &job.params, &runs, now_ms())
-            .await?;
-        self.start_fire(job, &group, fire_id, note, &targets)
-            .await?;
-        Ok(ids)
-    }
-
-    /// Sends the runs of a freshly stored fire.
-    async fn start_fire(
-        &self,
-        job: &Job,
-        group: &Group,
-        fire_id: i64,
-        note: Option<String>,
-        targets: &[Target],
-    ) -> Result<(), TriggerError> {
         self.metrics
             .fires_total
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(note) = &note {
             self.store.set_fire_message(fire_id, note).await?;
         }
-        let fire = self
-            .store
-            .get_fire(fire_id)
-            .await?
-            .ok_or(StoreError::NotFound("fire"))?;
-        let stored: Vec<Run> = self.store.fire_runs(fire_id).await?;
-        if stored.is_empty() {
-            self.refresh(fire_id).await?;
-            return Ok(());
+        let stored = self.store.runs_of_fires(&[fire_id]).await?;
+        let work = FireWork {
+            job: Arc::new(job.clone()),
+            group,
+            targets,
+            fire_id,
+            planned_at: req.planned_at,
+            trigger_type: req.trigger_type.as_str().to_string(),
+            runs: stored,
+        };
+        self.dispatch_runs(vec![work]).await?;
+        Ok(FireOutcome::Fired { fire_id, run_ids })
+    }
+
+    /// Dispatches fires the scheduler claimed and started (their rows exist, without runs): plans
+    /// each with its job as it is now, stores all runs in one transaction and sends them together.
+    /// `fires` are (job, fire id, planned time, trigger type).
+    pub async fn dispatch_claimed(
+        &self,
+        fires: Vec<(Arc<Job>, i64, i64, String)>,
+    ) -> Result<(), TriggerError> {
+        let mut groups: HashMap<i64, (Arc<Group>, Arc<Vec<Target>>)> = HashMap::new();
+        let mut planned_fires = Vec::with_capacity(fires.len());
+        let mut rows = Vec::with_capacity(fires.len());
+        let mut failed_plans = Vec::new();
+        for (job, fire_id, planned_at, trigger_type) in fires {
+            let (group, targets) = match groups.get(&job.group_id) {
+                Some(g) => g.clone(),
+                None => {
+                    let group = Arc::new(self.store.get_group(job.group_id).await?);
+                    let targets = Arc::new(self.targets(&group, None).await?);
+                    groups.insert(job.group_id, (group.clone(), targets.clone()));
+                    (group, targets)
+                }
+            };
+            match self.plan(&job, &targets, &job.params, None).await {
+                Ok((planned, note)) => {
+                    if let Some(note) = note {
+                        self.store.set_fire_message(fire_id, &note).await?;
+                    }
+                    rows.push((
+                        fire_id,
+                        job.id,
+                        job.group_id,
+                        planned.into_iter().map(|p| p.run).collect::<Vec<_>>(),
+                    ));
+                    planned_fires.push(FireWork {
+                        job,
+                        group,
+                        targets,
+                        fire_id,
+                        planned_at,
+                        trigger_type,
+                        runs: vec![],
+                    });
+                }
+                Err(e) => {
+                    // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
+                    // visibly instead of leaving it open.
+                    self.store.set_fire_message(fire_id, &e.to_string()).await?;
+                    rows.push((fire_id, job.id, job.group_id, vec![]));
+                    failed_plans.push(fire_id);
+                }
+            }
         }
-        self.dispatch_runs(job, group, &fire, stored, targets)
-            .await?;
+        self.metrics
+            .fires_total
+            .fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let stored = self.store.add_runs_to_fires(&rows, now_ms()).await?;
+        let mut by_fire: HashMap<i64, Vec<Run>> = HashMap::new();
+        for r in stored {
+            by_fire.entry(r.fire_id).or_default().push(r);
+        }
+        let mut empty = failed_plans;
+        let works: Vec<FireWork> = planned_fires
+            .into_iter()
+            .filter_map(|mut w| match by_fire.remove(&w.fire_id) {
+                Some(runs) => {
+                    w.runs = runs;
+                    Some(w)
+                }
+                None => {
+                    empty.push(w.fire_id);
+                    None
+                }
+            })
+            .collect();
+        if !empty.is_empty() {
+            self.refresh_many(&empty).await?;
+        }
+        self.dispatch_runs(works).await?;
         Ok(())
     }
 
@@ -517,48 +560,55 @@ impl Dispatcher {
         fallback.or_else(|| failed.map(str::to_string))
     }
 
-    /// Sends every run of `runs` concurrently, records the answers, and fails over the ones an
-    /// executor refused or never answered.
-    async fn dispatch_runs(
-        &self,
-        job: &Job,
-        group: &Group,
-        fire: &Fire,
-        runs: Vec<Run>,
-        targets: &[Target],
-    ) -> Result<(), StoreError> {
-        let generation = if group.generation == "V35" {
-            Generation::V35
-        } else {
-            Generation::Classic
-        };
-        let token = self.token_for(group);
-        let checkpoints: HashMap<i64, String> = if is_sharded(job) {
-            self.store
-                .checkpoints(job.id)
-                .await?
-                .into_iter()
-                .map(|c| (c.item, c.value))
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let resume = job.resume_checkpoint != 0 || matches!(fire.trigger_type.as_str(), "RETRY");
-        let mut pending = runs;
-        // Each round dispatches the pending runs; failed ones get a new attempt on another executor
-        // in the next round, at most once per executor.
-        for round in 0..=targets.len() {
+    /// Sends every run of every fire in `works` concurrently, records all answers in one
+    /// transaction, and fails over the runs whose executor did not answer.
+    async fn dispatch_runs(&self, works: Vec<FireWork>) -> Result<(), StoreError> {
+        if works.is_empty() {
+            return Ok(());
+        }
+        // Checkpoints go to failovers and retries (and to every run when the job resumes).
+        let mut checkpoints: HashMap<i64, HashMap<i64, String>> = HashMap::new();
+        for w in &works {
+            if is_sharded(&w.job) && !checkpoints.contains_key(&w.job.id) {
+                let cps = self.store.checkpoints(w.job.id).await?;
+                checkpoints.insert(
+                    w.job.id,
+                    cps.into_iter().map(|c| (c.item, c.value)).collect(),
+                );
+            }
+        }
+        let works: Vec<Arc<FireWork>> = works.into_iter().map(Arc::new).collect();
+        let mut pending: Vec<(Arc<FireWork>, Run)> = works
+            .iter()
+            .flat_map(|w| w.runs.iter().map(move |r| (w.clone(), r.clone())))
+            .collect();
+        let max_rounds = works.iter().map(|w| w.targets.len()).max().unwrap_or(0);
+        let mut to_refresh: HashSet<i64> = HashSet::new();
+        // Each round sends the pending runs; runs whose executor did not answer get a new attempt
+        // on another executor in the next round, at most once per executor.
+        for round in 0..=max_rounds {
             if pending.is_empty() {
                 break;
             }
-            let sends = pending.iter().map(|run| {
+            let sent_at = now_ms();
+            let sends = pending.iter().map(|(w, run)| {
+                let resume =
+                    w.job.resume_checkpoint != 0 || w.trigger_type == TriggerType::Retry.as_str();
                 let checkpoint = if resume || run.attempt > 0 {
-                    checkpoints.get(&run.shard_index).cloned()
+                    checkpoints
+                        .get(&w.job.id)
+                        .and_then(|c| c.get(&run.shard_index))
+                        .cloned()
                 } else {
                     None
                 };
-                let req = self.trigger_request(job, fire, run, checkpoint);
-                let token = token.clone();
+                let req = self.trigger_request(&w.job, w.fire_id, run, checkpoint);
+                let generation = if w.group.generation == "V35" {
+                    Generation::V35
+                } else {
+                    Generation::Classic
+                };
+                let token = self.token_for(&w.group);
                 async move {
                     let started = Instant::now();
                     let result = if run.executor_address.is_empty() {
@@ -577,14 +627,14 @@ impl Dispatcher {
                         )
                         .await
                     };
-                    (run, result, started.elapsed())
+                    (result, started.elapsed())
                 }
             });
             let results = join_all(sends).await;
             let now = now_ms();
             let mut updates = Vec::with_capacity(results.len());
             let mut failed = Vec::new();
-            for (run, result, took) in results {
+            for ((w, run), (result, took)) in pending.iter().zip(results) {
                 self.metrics
                     .dispatch_latency
                     .observe(took.as_millis() as u64);
@@ -616,7 +666,8 @@ impl Dispatcher {
                     if transport && !run.executor_address.is_empty() {
                         self.mark_unhealthy(&run.executor_address);
                     }
-                    failed.push((run, transport));
+                    to_refresh.insert(w.fire_id);
+                    failed.push((w.clone(), run.clone(), transport));
                 }
                 updates.push(RunUpdate {
                     run_id: run.id,
@@ -629,24 +680,26 @@ impl Dispatcher {
             }
             self.store.record_dispatches(&updates).await?;
             if round == 0 {
-                self.store.mark_fire_dispatched(fire.id, now).await?;
-                self.metrics
-                    .trigger_lateness
-                    .observe((now - fire.planned_at).max(0) as u64);
+                let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
+                self.store.mark_fires_dispatched(&ids, sent_at).await?;
+                for w in &works {
+                    self.metrics
+                        .trigger_lateness
+                        .observe((sent_at - w.planned_at).max(0) as u64);
+                }
             }
             // Failover: only transport failures of sharded fires move to another executor; a
             // refusal by a live executor is the job's business (block strategy, unknown handler).
             let unhealthy = self.unhealthy_set();
-            let mut replaces = Vec::new();
-            let mut next = Vec::new();
-            for (run, transport) in failed {
-                if !(transport && (is_sharded(job) || run.executor_address.is_empty()))
-                    || targets.is_empty()
+            let mut next: Vec<(Arc<FireWork>, i64, NewRun)> = Vec::new();
+            for (w, run, transport) in failed {
+                if !(transport && (is_sharded(&w.job) || run.executor_address.is_empty()))
+                    || w.targets.is_empty()
                 {
                     continue;
                 }
                 let Some(address) = self.pick_failover_target(
-                    targets,
+                    &w.targets,
                     &unhealthy,
                     Some(&run.executor_address),
                     run.shard_index as usize,
@@ -656,8 +709,7 @@ impl Dispatcher {
                 if address == run.executor_address || unhealthy.contains(&address) {
                     continue;
                 }
-                replaces.push(run.id);
-                next.push(NewRun {
+                let new = NewRun {
                     shard_index: run.shard_index,
                     shard_total: run.shard_total,
                     attempt: run.attempt + 1,
@@ -665,25 +717,27 @@ impl Dispatcher {
                     handler: run.handler.clone(),
                     params: run.params.clone(),
                     item_param: run.item_param.clone(),
-                });
+                };
+                next.push((w, run.id, new));
             }
-            pending = if next.is_empty() {
-                Vec::new()
-            } else {
+            pending = Vec::with_capacity(next.len());
+            for (w, replaced, new) in next {
+                let Some(fire) = self.store.get_fire(w.fire_id).await? else {
+                    continue;
+                };
                 let ids = self
                     .store
-                    .add_attempts(fire, &replaces, &next, now_ms())
+                    .add_attempts(&fire, &[replaced], &[new], now_ms())
                     .await?;
-                let mut v = Vec::with_capacity(ids.len());
-                for id in ids {
-                    if let Some(r) = self.store.get_run(id).await? {
-                        v.push(r);
-                    }
+                for r in self.store.runs_by_ids(&ids).await? {
+                    pending.push((w.clone(), r));
                 }
-                v
-            };
+            }
         }
-        self.refresh(fire.id).await?;
+        if !to_refresh.is_empty() {
+            let ids: Vec<i64> = to_refresh.into_iter().collect();
+            self.refresh_many(&ids).await?;
+        }
         Ok(())
     }
 
@@ -691,7 +745,7 @@ impl Dispatcher {
     fn trigger_request(
         &self,
         job: &Job,
-        fire: &Fire,
+        fire_id: i64,
         run: &Run,
         checkpoint: Option<String>,
     ) -> TriggerRequest {
@@ -709,7 +763,7 @@ impl Dispatcher {
             broadcast_index: run.shard_index as i32,
             broadcast_total: run.shard_total as i32,
             checkpoint,
-            idempotency_key: Some(format!("{}:{}:{}", job.id, fire.id, run.shard_index)),
+            idempotency_key: Some(format!("{}:{}:{}", job.id, fire_id, run.shard_index)),
             item_param: run.item_param.clone(),
         }
     }
@@ -743,19 +797,17 @@ impl Dispatcher {
             .store
             .add_attempts(fire, &replaces, &news, now_ms())
             .await?;
-        let mut stored = Vec::with_capacity(ids.len());
-        for id in &ids {
-            if let Some(r) = self.store.get_run(*id).await? {
-                stored.push(r);
-            }
-        }
-        let fire = self
-            .store
-            .get_fire(fire.id)
-            .await?
-            .ok_or(StoreError::NotFound("fire"))?;
-        self.dispatch_runs(&job, &group, &fire, stored, &targets)
-            .await?;
+        let stored = self.store.runs_by_ids(&ids).await?;
+        let work = FireWork {
+            job: Arc::new(job),
+            group: Arc::new(group),
+            targets: Arc::new(targets),
+            fire_id: fire.id,
+            planned_at: now_ms(),
+            trigger_type: TriggerType::Retry.as_str().to_string(),
+            runs: stored,
+        };
+        self.dispatch_runs(vec![work]).await?;
         Ok(ids)
     }
 
@@ -813,6 +865,14 @@ impl Dispatcher {
         }
         env.payload
             .ok_or_else(|| "executor answered without a log".to_string())
+    }
+
+    /// [`Dispatcher::refresh`] for several fires.
+    pub async fn refresh_many(&self, fire_ids: &[i64]) -> Result<(), StoreError> {
+        for (fire_id, state) in self.store.refresh_fire_states(fire_ids, now_ms()).await? {
+            let _ = self.events.send((fire_id, state));
+        }
+        Ok(())
     }
 
     /// Recomputes a fire's state after its runs changed, and announces it when it became final.

@@ -137,6 +137,63 @@ impl Store {
         Ok(ids)
     }
 
+    /// Adds planned runs to many claimed fires in one transaction and returns the stored runs,
+    /// by fire then item. `items` are (fire id, job id, group id, runs).
+    pub async fn add_runs_to_fires(
+        &self,
+        items: &[(i64, i64, i64, Vec<NewRun>)],
+        now: i64,
+    ) -> StoreResult<Vec<Run>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for (fire_id, job_id, group_id, runs) in items {
+                for chunk in runs.chunks(200) {
+                    runs_insert(*fire_id, *job_id, *group_id, chunk, now).build().execute(&mut *tx).await?;
+                }
+                let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
+                sqlx::query("UPDATE fires SET total_items = ?, state = ? WHERE id = ?")
+                    .bind(runs.len() as i64).bind(state.as_str()).bind(*fire_id)
+                    .execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        let ids: Vec<i64> = items.iter().map(|i| i.0).collect();
+        self.runs_of_fires(&ids).await
+    }
+
+    /// The current runs of several fires, by fire then item.
+    pub async fn runs_of_fires(&self, fire_ids: &[i64]) -> StoreResult<Vec<Run>> {
+        let mut out = Vec::new();
+        for chunk in fire_ids.chunks(500) {
+            let rows = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE superseded = 0"));
+                push_in(&mut qb, "fire_id", chunk);
+                qb.push(" ORDER BY fire_id, shard_index, id");
+                qb.build_query_as::<Run>().fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
+    /// Runs by id.
+    pub async fn runs_by_ids(&self, ids: &[i64]) -> StoreResult<Vec<Run>> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(500) {
+            let rows = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1"));
+                push_in(&mut qb, "id", chunk);
+                qb.push(" ORDER BY id");
+                qb.build_query_as::<Run>().fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
     /// Adds runs (retries, failover attempts) to an existing fire and marks the runs they replace
     /// as superseded, in one transaction. Returns the new run ids in input order.
     pub async fn add_attempts(
@@ -249,43 +306,70 @@ impl Store {
         fire_id: i64,
         now: i64,
     ) -> StoreResult<Option<FireState>> {
-        let counts: Vec<(String, i64)> = with_pool!(self, pool => sqlx::query_as(
-            "SELECT state, COUNT(*) FROM runs WHERE fire_id = ? AND superseded = 0 GROUP BY state")
-            .bind(fire_id).fetch_all(pool).await)?;
-        let total: i64 = counts.iter().map(|(_, n)| n).sum();
-        let count = |s: RunState| {
-            counts
-                .iter()
-                .find(|(st, _)| st == s.as_str())
-                .map_or(0, |(_, n)| *n)
-        };
-        let open = count(RunState::Triggering) + count(RunState::Running);
-        let state = if total == 0 {
-            FireState::Failed
-        } else if open > 0 {
-            if count(RunState::Triggering) == total {
-                FireState::Triggering
-            } else {
-                FireState::Running
-            }
-        } else if count(RunState::Succeeded) == total {
-            FireState::Succeeded
-        } else {
-            FireState::Failed
-        };
-        let finished = matches!(state, FireState::Succeeded | FireState::Failed);
-        // Only the writer that moves the fire out of an open state reports it as newly final.
-        let n = with_pool!(self, pool => sqlx::query(
-            "UPDATE fires SET state = ?, finished_at = ? WHERE id = ? AND state <> ?")
-            .bind(state.as_str()).bind(if finished { Some(now) } else { None }).bind(fire_id).bind(state.as_str())
-            .execute(pool).await.map(Done::from))?
-        .rows_affected();
-        Ok((n > 0 && finished).then_some(state))
+        Ok(self
+            .refresh_fire_states(&[fire_id], now)
+            .await?
+            .into_iter()
+            .next()
+            .map(|(_, s)| s))
     }
 
-    pub async fn mark_fire_dispatched(&self, fire_id: i64, now: i64) -> StoreResult<()> {
-        with_pool!(self, pool => sqlx::query("UPDATE fires SET dispatched_at = ? WHERE id = ? AND dispatched_at IS NULL")
-            .bind(now).bind(fire_id).execute(pool).await.map(Done::from))?;
+    /// [`Store::refresh_fire_state`] for many fires: one read, one transaction. Returns the fires
+    /// that just became final.
+    pub async fn refresh_fire_states(
+        &self,
+        fire_ids: &[i64],
+        now: i64,
+    ) -> StoreResult<Vec<(i64, FireState)>> {
+        let mut finals = Vec::new();
+        for chunk in fire_ids.chunks(500) {
+            let counts: Vec<(i64, String, i64)> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
+                push_in(&mut qb, "fire_id", chunk);
+                qb.push(" GROUP BY fire_id, state");
+                qb.build_query_as().fetch_all(pool).await?
+            });
+            let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
+                chunk.iter().map(|id| (*id, Vec::new())).collect();
+            for (fire, state, n) in counts {
+                by_fire.entry(fire).or_default().push((state, n));
+            }
+            let states: Vec<(i64, FireState)> = by_fire
+                .into_iter()
+                .map(|(id, c)| (id, fire_state_of(&c)))
+                .collect();
+            let changed = with_pool!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let mut changed = Vec::new();
+                for (fire_id, state) in &states {
+                    let finished = matches!(state, FireState::Succeeded | FireState::Failed);
+                    // Only the writer that moves the fire out of an open state reports it as final;
+                    // claimed fires that were never started keep their own state.
+                    let n = sqlx::query("UPDATE fires SET state = ?, finished_at = ? WHERE id = ? AND state <> ? AND state NOT IN ('scheduled', 'skipped')")
+                        .bind(state.as_str()).bind(if finished { Some(now) } else { None }).bind(*fire_id).bind(state.as_str())
+                        .execute(&mut *tx).await?.rows_affected();
+                    if n > 0 && finished {
+                        changed.push((*fire_id, *state));
+                    }
+                }
+                tx.commit().await?;
+                changed
+            });
+            finals.extend(changed);
+        }
+        Ok(finals)
+    }
+
+    /// Records when fires were sent; a fire still `triggering` becomes `running`.
+    pub async fn mark_fires_dispatched(&self, fire_ids: &[i64], at: i64) -> StoreResult<()> {
+        for chunk in fire_ids.chunks(500) {
+            with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("UPDATE fires SET state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END, dispatched_at = ");
+                qb.push_bind(at).push(" WHERE dispatched_at IS NULL");
+                push_in(&mut qb, "id", chunk);
+                qb.build().execute(pool).await?;
+            });
+        }
         Ok(())
     }
 
@@ -401,6 +485,32 @@ impl Store {
             (rows, total)
         });
         Ok(out)
+    }
+}
+
+/// A fire's state from the count of its current runs per state.
+fn fire_state_of(counts: &[(String, i64)]) -> FireState {
+    let total: i64 = counts.iter().map(|(_, n)| n).sum();
+    let count = |s: RunState| {
+        counts
+            .iter()
+            .find(|(st, _)| st == s.as_str())
+            .map_or(0, |(_, n)| *n)
+    };
+    let triggering = count(RunState::Triggering);
+    let open = triggering + count(RunState::Running);
+    if total == 0 {
+        FireState::Failed
+    } else if open > 0 {
+        if triggering == total {
+            FireState::Triggering
+        } else {
+            FireState::Running
+        }
+    } else if count(RunState::Succeeded) == total {
+        FireState::Succeeded
+    } else {
+        FireState::Failed
     }
 }
 

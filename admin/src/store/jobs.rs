@@ -106,6 +106,20 @@ impl Store {
             .ok_or(StoreError::NotFound("job"))
     }
 
+    /// Several jobs by id (missing ids are simply absent).
+    pub async fn get_jobs(&self, ids: &[i64]) -> StoreResult<Vec<Job>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let rows = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new(format!("SELECT {JOB_COLS} FROM jobs WHERE 1 = 1"));
+                super::fires::push_in(&mut qb, "id", chunk);
+                qb.build_query_as::<Job>().fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
     /// Jobs matching `f`, newest first, with the total count of matches (for paging).
     pub async fn list_jobs(&self, f: &JobFilter) -> StoreResult<(Vec<Job>, i64)> {
         fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a JobFilter)

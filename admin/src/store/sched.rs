@@ -30,11 +30,12 @@ pub struct JobPlan {
 }
 
 /// A fire this admin owns and must dispatch at `planned_at`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedFire {
     pub fire_id: i64,
     pub job_id: i64,
     pub planned_at: i64,
+    pub trigger_type: String,
 }
 
 /// The unique key of a scheduler-made fire.
@@ -103,8 +104,8 @@ impl Store {
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
-            let rows: Vec<(i64, i64, i64)> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at FROM fires WHERE state = 'scheduled' AND owner = ");
+            let rows: Vec<(i64, i64, i64, String)> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND owner = ");
                 qb.push_bind(node).push(" AND sched_key IN (");
                 let mut sep = qb.separated(", ");
                 for k in chunk {
@@ -115,10 +116,11 @@ impl Store {
             });
             out.extend(
                 rows.into_iter()
-                    .map(|(fire_id, job_id, planned_at)| ClaimedFire {
+                    .map(|(fire_id, job_id, planned_at, trigger_type)| ClaimedFire {
                         fire_id,
                         job_id,
                         planned_at,
+                        trigger_type,
                     }),
             );
         }
@@ -133,11 +135,11 @@ impl Store {
         lease_ms: i64,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedFire>> {
-        let candidates: Vec<(i64, i64, i64)> = with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, job_id, planned_at FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
+        let candidates: Vec<(i64, i64, i64, String)> = with_pool!(self, pool => sqlx::query_as(
+            "SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
             .bind(now).bind(limit).fetch_all(pool).await)?;
         let mut out = Vec::new();
-        for (fire_id, job_id, planned_at) in candidates {
+        for (fire_id, job_id, planned_at, trigger_type) in candidates {
             // Compare-and-set: of two survivors, one wins each fire.
             let n = with_pool!(self, pool => sqlx::query(
                 "UPDATE fires SET owner = ?, claim_expires_at = ? WHERE id = ? AND state = 'scheduled' AND claim_expires_at < ?")
@@ -149,6 +151,7 @@ impl Store {
                     fire_id,
                     job_id,
                     planned_at,
+                    trigger_type,
                 });
             }
         }
@@ -168,6 +171,29 @@ impl Store {
             .bind(trigger_type).bind(fire_id).bind(node).execute(pool).await.map(Done::from))?
         .rows_affected();
         Ok(n == 1)
+    }
+
+    /// [`Store::start_claimed`] for many on-time fires at once; returns the ids this node won.
+    pub async fn start_claims(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
+        let mut won = Vec::with_capacity(fire_ids.len());
+        for chunk in fire_ids.chunks(500) {
+            let ids: Vec<i64> = with_pool!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'triggering' WHERE state = 'scheduled' AND owner = ");
+                qb.push_bind(node);
+                super::fires::push_in(&mut qb, "id", chunk);
+                qb.build().execute(&mut *tx).await?;
+                // A fire another admin took over has its owner changed, so only ours match.
+                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE state = 'triggering' AND dispatched_at IS NULL AND owner = ");
+                sel.push_bind(node);
+                super::fires::push_in(&mut sel, "id", chunk);
+                let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                tx.commit().await?;
+                ids
+            });
+            won.extend(ids);
+        }
+        Ok(won)
     }
 
     /// Closes a claimed fire without dispatching it (misfire DO_NOTHING, job stopped or deleted).
