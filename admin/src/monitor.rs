@@ -143,8 +143,11 @@ impl LostRuns {
     /// One look at the open runs.
     pub async fn sweep(&self, strikes: &mut HashMap<String, u32>) -> anyhow::Result<usize> {
         let now = now_ms();
-        // Give a fresh dispatch time to be accepted before judging it.
-        let open = self.store.open_runs(now - 1_000, 5_000).await?;
+        // Give a fresh dispatch time to be accepted before judging it. A run its executor has
+        // accepted is judged at once: an executor killed in the first second of a run must not
+        // wait an extra sweep to be found out.
+        let mut open = self.store.open_runs(now, 5_000).await?;
+        open.retain(|r| r.state == RunState::Running.as_str() || r.created_at < now - 1_000);
         if open.is_empty() {
             strikes.clear();
             return Ok(0);
