@@ -1,0 +1,1213 @@
+//! The sharding model end to end, with real executors over HTTP: fixed items and their assignment,
+//! shard failover when an executor process dies (kill -9) or stops answering (SIGSTOP), coverage,
+//! checkpoints handed to takeovers and to the next fire, retry of failed items only, AFFINITY and
+//! WEIGHTED, the guard on changing N, idempotency keys, and broadcast with maxNode.
+//!
+//! Executors that must die are separate processes running the SDK example `range_executor` (built
+//! on demand); the others run in this process. Every test checks that no item of a fire succeeded
+//! twice unless a retry was asked for. The tests take turns (one lock) so that the timings they
+//! measure are not skewed by each other on a small machine.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{TestAdmin, TestDb, TestExecutor, ACCESS_TOKEN};
+use serde_json::{json, Value};
+use shardline_executor::JobResult;
+
+/// One test at a time: they measure failover latencies and start many executors.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Executor processes
+
+/// The `range_executor` example binary, built when missing or older than the SDK's sources.
+fn range_executor_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // The test binary lives in target/<profile>/deps; examples in target/<profile>/examples.
+        let exe = std::env::current_exe().expect("path of the test binary");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary under target/<profile>/deps");
+        let bin = profile_dir
+            .join("examples")
+            .join(format!("range_executor{}", std::env::consts::EXE_SUFFIX));
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../executor-sdk");
+        let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+        let newest_source = [sdk.join("src"), sdk.join("examples")]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .max()
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        if built.is_none_or(|b| b < newest_source) {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "-p",
+                "shardline-executor",
+                "--example",
+                "range_executor",
+            ]);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cargo runs");
+            assert!(
+                status.success(),
+                "building the range_executor example failed"
+            );
+        }
+        bin
+    })
+    .clone()
+}
+
+/// An executor process running `rangeJobHandler`; killed with SIGKILL when dropped.
+struct ExecProcess {
+    child: Child,
+    address: String,
+    journal: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl ExecProcess {
+    /// Starts one and waits until it listens (it prints its address once bound).
+    fn spawn(appname: &str, admin: &str) -> ExecProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = dir.path().join("journal.jsonl");
+        let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr file");
+        let mut child = Command::new(range_executor_binary())
+            .env("SHARDLINE_EXECUTOR_APPNAME", appname)
+            .env("SHARDLINE_EXECUTOR_ADMIN_ADDRESSES", admin)
+            .env("SHARDLINE_EXECUTOR_ACCESS_TOKEN", ACCESS_TOKEN)
+            .env("SHARDLINE_EXECUTOR_BIND", "127.0.0.1:0")
+            .env("SHARDLINE_EXECUTOR_LOG_PATH", dir.path().join("logs"))
+            .env("SHARDLINE_EXECUTOR_CALLBACK_RETRY_INTERVAL_SECS", "1")
+            .env("SHARDLINE_EXECUTOR_SHUTDOWN_GRACE_SECS", "1")
+            .env("RANGE_EXECUTOR_BEAT_MS", "200")
+            .env("RANGE_EXECUTOR_JOURNAL", &journal)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start the range_executor example");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut process = ExecProcess {
+            child,
+            address: String::new(),
+            journal,
+            dir,
+        };
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        match line.trim().strip_prefix("listening on ") {
+            Some(a) => process.address = a.to_string(),
+            None => panic!(
+                "range_executor did not start (printed {line:?}): {}",
+                process.stderr()
+            ),
+        }
+        process
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and waits until the process is gone. Returns when that was (epoch ms).
+    fn kill9(&mut self) -> i64 {
+        self.child.kill().expect("SIGKILL");
+        let _ = self.child.wait();
+        now_ms()
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`).
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name} {}", self.pid());
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+
+    /// Every journal line written so far (start, checkpoint, done of each run).
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.journal)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn events(&self, event: &str) -> Vec<Value> {
+        self.journal()
+            .into_iter()
+            .filter(|e| e["event"] == event)
+            .collect()
+    }
+}
+
+impl Drop for ExecProcess {
+    fn drop(&mut self) {
+        // SIGKILL also ends a stopped process.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `n` executor processes, sorted by address (the order items are assigned in).
+async fn processes(n: usize, appname: &str, admin: &TestAdmin, gid: i64) -> Vec<ExecProcess> {
+    let mut v: Vec<ExecProcess> = (0..n)
+        .map(|_| ExecProcess::spawn(appname, &admin.base))
+        .collect();
+    v.sort_by(|a, b| a.address.cmp(&b.address));
+    admin.wait_executors(gid, n).await;
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admin helpers
+
+async fn group(admin: &TestAdmin, appname: &str) -> i64 {
+    admin
+        .post("/groups", json!({"appname": appname, "title": appname}))
+        .await["id"]
+        .as_i64()
+        .unwrap()
+}
+
+/// Creates an ITEMS job of `n` items; `extra` fields are merged in.
+async fn items_job(admin: &TestAdmin, gid: i64, handler: &str, n: i64, extra: Value) -> i64 {
+    let mut body = json!({
+        "group_id": gid, "name": format!("{handler}-{n}"), "handler": handler,
+        "schedule_type": "NONE", "sharding_mode": "ITEMS", "sharding_total": n,
+        "sharding_strategy": "AVERAGE",
+    });
+    if let (Some(b), Value::Object(extra)) = (body.as_object_mut(), extra) {
+        b.extend(extra);
+    }
+    admin.post("/jobs", body).await["id"].as_i64().unwrap()
+}
+
+async fn trigger(admin: &TestAdmin, jid: i64, body: Value) -> i64 {
+    admin.post(&format!("/jobs/{jid}/trigger"), body).await["fire_id"]
+        .as_i64()
+        .unwrap()
+}
+
+fn runs(fire: &Value) -> Vec<Value> {
+    fire["runs"].as_array().cloned().unwrap_or_default()
+}
+
+/// The current (not superseded) run of each item.
+fn current_runs(fire: &Value) -> BTreeMap<i64, Value> {
+    runs(fire)
+        .into_iter()
+        .filter(|r| r["superseded"] == 0)
+        .map(|r| (r["shard_index"].as_i64().unwrap(), r))
+        .collect()
+}
+
+/// The invariant of every test: no item of a fire has two successful runs (without a retry).
+fn assert_one_success_per_item(fire: &Value) {
+    let mut ok: HashMap<i64, usize> = HashMap::new();
+    for r in runs(fire) {
+        if r["state"] == "succeeded" {
+            *ok.entry(r["shard_index"].as_i64().unwrap()).or_default() += 1;
+        }
+    }
+    for (item, n) in ok {
+        assert_eq!(n, 1, "item {item} succeeded {n} times: {fire}");
+    }
+}
+
+/// The journals agree: no (fire, item) key finished twice on the executors' side either.
+fn assert_one_done_per_key(procs: &[&ExecProcess]) {
+    let mut done: HashMap<String, usize> = HashMap::new();
+    for p in procs {
+        for e in p.events("done") {
+            *done
+                .entry(e["key"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    for (key, n) in done {
+        assert_eq!(n, 1, "{key} finished {n} times on the executors");
+    }
+}
+
+async fn checkpoints(admin: &TestAdmin, jid: i64) -> BTreeMap<i64, Value> {
+    admin
+        .get(&format!("/jobs/{jid}/checkpoints"))
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["item"].as_i64().unwrap(), c.clone()))
+        .collect()
+}
+
+/// Polls `check` every 20 ms until it holds, for at most `limit`.
+async fn wait_until<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// In-process executors whose `record` handler notes (executor, item, total, item param, key)
+/// and fails once on the items listed in `fail_once`.
+type Calls = Arc<Mutex<Vec<(usize, i32, i32, Option<String>, Option<String>)>>>;
+
+async fn recording_executor(
+    appname: &str,
+    admin: &TestAdmin,
+    who: usize,
+    calls: &Calls,
+    fail_once: &Arc<Mutex<BTreeSet<i32>>>,
+    configure: impl FnOnce(&mut shardline_executor::ExecutorConfig),
+) -> TestExecutor {
+    let (calls, fail_once) = (calls.clone(), fail_once.clone());
+    TestExecutor::start_with(appname, &admin.base, configure, move |b| {
+        b.handler("record", move |ctx| {
+            let (calls, fail_once) = (calls.clone(), fail_once.clone());
+            async move {
+                let item = ctx.shard_index();
+                calls.lock().unwrap().push((
+                    who,
+                    item,
+                    ctx.shard_total(),
+                    ctx.item_param().map(str::to_string),
+                    ctx.idempotency_key().map(str::to_string),
+                ));
+                if fail_once.lock().unwrap().remove(&item) {
+                    return JobResult::fail(format!("item {item} fails on purpose"));
+                }
+                JobResult::success_with(format!("item {item}/{}", ctx.shard_total()))
+            }
+        })
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Fixed items with AVERAGE
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn items_average_three_executors_eight_items() {
+    let _turn = SERIAL.lock().await;
+    for db in TestDb::all().await {
+        let admin = TestAdmin::start(&db).await;
+        let gid = group(&admin, "avg-app").await;
+        let calls: Calls = Arc::default();
+        let none = Arc::default();
+        let mut execs = Vec::new();
+        for who in 0..3 {
+            execs.push(recording_executor("avg-app", &admin, who, &calls, &none, |_| {}).await);
+        }
+        admin.wait_executors(gid, 3).await;
+        let mut sorted: Vec<(String, usize)> = execs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.address.clone(), i))
+            .collect();
+        sorted.sort();
+
+        let jid = items_job(&admin, gid, "record", 8, json!({})).await;
+        // The assignment the brief promises, by ascending address.
+        let a = admin.get(&format!("/jobs/{jid}/assignment")).await;
+        assert_eq!(a["strategy"], "AVERAGE");
+        let assigned: Vec<(String, Vec<i64>)> = a["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let items = e["items"].as_array().unwrap();
+                (
+                    e["address"].as_str().unwrap().to_string(),
+                    items.iter().map(|i| i.as_i64().unwrap()).collect(),
+                )
+            })
+            .collect();
+        let expected = [vec![0, 1, 6], vec![2, 3, 7], vec![4, 5]];
+        for (k, (address, items)) in assigned.iter().enumerate() {
+            assert_eq!(address, &sorted[k].0, "{} executors by address", db.kind());
+            assert_eq!(items, &expected[k], "{}: {a}", db.kind());
+        }
+
+        let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+        assert_eq!(fire["state"], "succeeded", "{}: {fire}", db.kind());
+        assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+        assert_eq!(runs(&fire).len(), 8, "one run per item, no failover needed");
+        for (item, run) in current_runs(&fire) {
+            assert_eq!(run["shard_total"], 8);
+            let owner = expected.iter().position(|l| l.contains(&item)).unwrap();
+            assert_eq!(run["executor_address"], sorted[owner].0, "item {item}");
+        }
+        // What the executors saw: broadcastIndex = item, broadcastTotal = 8, on the owner.
+        let mut seen = calls.lock().unwrap().clone();
+        seen.sort_by_key(|c| c.1);
+        assert_eq!(seen.len(), 8, "{seen:?}");
+        for (k, (who, item, total, _, key)) in seen.iter().enumerate() {
+            assert_eq!((*item, *total), (k as i32, 8));
+            let owner = expected
+                .iter()
+                .position(|l| l.contains(&(k as i64)))
+                .unwrap();
+            assert_eq!(*who, sorted[owner].1, "item {item} ran on its owner");
+            assert!(key.is_some(), "a Shardline admin sends an idempotency key");
+        }
+        assert_one_success_per_item(&fire);
+
+        for e in execs {
+            e.stop().await;
+        }
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. kill -9 of an executor process mid-fire
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_executor_items_fail_over_within_a_second() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "kill-app").await;
+    let mut procs = processes(3, "kill-app", &admin, gid).await;
+    // 100 ids per item, 30 ms each: an item takes about 3 s.
+    let jid = items_job(
+        &admin,
+        gid,
+        "rangeJobHandler",
+        8,
+        json!({"params": "ids=800,step_ms=30,checkpoint_every=1000"}),
+    )
+    .await;
+    let fire_id = trigger(&admin, jid, json!({})).await;
+
+    // The second executor by address holds items [2, 3, 7]; kill it while they sleep.
+    let victim_address = procs[1].address.clone();
+    wait_until(
+        Duration::from_secs(10),
+        "the victim's items to start",
+        || {
+            let n = procs[1].events("start").len();
+            async move { n == 3 }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed_at = procs[1].kill9();
+
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    let mut moved = Vec::new();
+    for item in fire["coverage"]["items"].as_array().unwrap() {
+        let i = item["item"].as_i64().unwrap();
+        if [2, 3, 7].contains(&i) {
+            assert_eq!(item["attempts"], 2, "{item}");
+            assert_eq!(
+                item["history"],
+                json!([format!("lost on {victim_address}")]),
+                "{item}"
+            );
+            assert_ne!(item["executor_address"], victim_address.as_str());
+            moved.push(i);
+        } else {
+            assert_eq!(item["attempts"], 1, "{item}");
+        }
+    }
+    assert_eq!(moved, [2, 3, 7]);
+    // Same item, same total, at once after detection.
+    let all = runs(&fire);
+    for i in &moved {
+        let lost = all
+            .iter()
+            .find(|r| r["shard_index"] == *i && r["attempt"] == 0)
+            .unwrap();
+        let again = all
+            .iter()
+            .find(|r| r["shard_index"] == *i && r["attempt"] == 1)
+            .unwrap();
+        assert_eq!(lost["state"], "lost");
+        assert_eq!(again["shard_total"], 8);
+        assert_eq!(again["state"], "succeeded");
+        let detected = lost["finished_at"].as_i64().unwrap();
+        let redispatched = again["dispatched_at"].as_i64().unwrap();
+        println!(
+            "item {i}: kill -> lost {} ms, kill -> re-dispatched {} ms (detection -> re-dispatch {} ms)",
+            detected - killed_at,
+            redispatched - killed_at,
+            redispatched - detected
+        );
+        assert!(
+            redispatched - detected <= 1_000,
+            "item {i} re-dispatched {} ms after the loss was detected",
+            redispatched - detected
+        );
+        // The lost-run check runs every second; the rest is slack for a loaded machine.
+        assert!(
+            redispatched - killed_at <= 1_800,
+            "item {i} re-dispatched {} ms after the kill",
+            redispatched - killed_at
+        );
+    }
+    assert_one_success_per_item(&fire);
+    assert_one_done_per_key(&procs.iter().collect::<Vec<_>>());
+    drop(procs);
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. An executor that stops answering but stays registered
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopped_executor_leaves_no_coverage_gap() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "stop-app").await;
+    let procs = processes(3, "stop-app", &admin, gid).await;
+    // 50 ids per item, 30 ms each: about 1.5 s per item; checkpoints every 10 ids.
+    let jid = items_job(
+        &admin,
+        gid,
+        "rangeJobHandler",
+        6,
+        json!({"params": "ids=300,step_ms=30,checkpoint_every=10"}),
+    )
+    .await;
+
+    // (a) Stopped before the fire: its dispatches time out and its items go elsewhere at once.
+    procs[1].signal("STOP");
+    let started = Instant::now();
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    println!(
+        "fire with a stopped executor finished in {} ms",
+        started.elapsed().as_millis()
+    );
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "6/6 items succeeded");
+    for (item, run) in current_runs(&fire) {
+        assert_ne!(
+            run["executor_address"],
+            procs[1].address.as_str(),
+            "item {item}"
+        );
+    }
+    let moved: Vec<&Value> = fire["coverage"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["attempts"] == 2)
+        .collect();
+    assert_eq!(
+        moved.len(),
+        2,
+        "the stopped executor's two items moved: {fire}"
+    );
+    for m in moved {
+        assert_eq!(
+            m["history"],
+            json!([format!("failed on {}", procs[1].address)])
+        );
+    }
+    assert_one_success_per_item(&fire);
+
+    // (b) Stopped in the middle of a fire: its runs are declared lost and run elsewhere.
+    let fire_id = trigger(&admin, jid, json!({})).await;
+    let on_c = procs[2].events("start").len();
+    wait_until(
+        Duration::from_secs(10),
+        "items to start on the third",
+        || {
+            let n = procs[2].events("start").len();
+            async move { n >= on_c + 3 }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    procs[2].signal("STOP");
+    let stopped_at = now_ms();
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "6/6 items succeeded");
+    let current = current_runs(&fire);
+    for (item, run) in &current {
+        assert_eq!(
+            run["executor_address"],
+            procs[0].address.as_str(),
+            "item {item}: only the first executor still answers"
+        );
+    }
+    let all = runs(&fire);
+    let lost: Vec<&Value> = all.iter().filter(|r| r["state"] == "lost").collect();
+    assert!(
+        !lost.is_empty(),
+        "the stopped executor's runs were lost: {fire}"
+    );
+    for l in &lost {
+        assert_eq!(l["executor_address"], procs[2].address.as_str());
+        println!(
+            "item {}: stop -> lost {} ms",
+            l["shard_index"],
+            l["finished_at"].as_i64().unwrap() - stopped_at
+        );
+    }
+    assert_one_success_per_item(&fire);
+
+    // The stopped executor wakes up and finishes its stale runs: its results and checkpoints
+    // must not count, the takeover's stand.
+    procs[2].signal("CONT");
+    let stale: Vec<i64> = lost.iter().map(|l| l["id"].as_i64().unwrap()).collect();
+    wait_until(
+        Duration::from_secs(10),
+        "the woken executor to finish",
+        || {
+            let done: Vec<i64> = procs[2]
+                .events("done")
+                .iter()
+                .filter_map(|e| e["log_id"].as_i64())
+                .collect();
+            let all_done = stale.iter().all(|id| done.contains(id));
+            async move { all_done }
+        },
+    )
+    .await;
+    // Give its callbacks time to arrive.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let fire = admin.get(&format!("/fires/{fire_id}")).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    for l in &lost {
+        let run = admin.get(&format!("/runs/{}", l["id"])).await;
+        assert_eq!(
+            run["state"], "lost",
+            "a late result does not revive a lost run"
+        );
+    }
+    assert_one_success_per_item(&fire);
+    let current = current_runs(&fire);
+    for (item, cp) in checkpoints(&admin, jid).await {
+        assert_eq!(
+            cp["run_id"], current[&item]["id"],
+            "item {item}: the checkpoint is the current run's, not a stale one's: {cp}"
+        );
+    }
+    drop(procs);
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Checkpoints: takeover resumes, the next fire resumes when asked, clearing
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn takeover_and_next_fire_resume_from_the_checkpoint() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "cp-app").await;
+    let mut procs = processes(2, "cp-app", &admin, gid).await;
+    // Item 0 owns the even ids of 1..=400 (200 ids, 20 ms each, about 4 s) and checkpoints after
+    // 100 of them (id=200, half way) and at its end (id=400).
+    let jid = items_job(
+        &admin,
+        gid,
+        "rangeJobHandler",
+        2,
+        json!({"params": "ids=400,step_ms=20,checkpoint_every=100"}),
+    )
+    .await;
+    let fire_id = trigger(&admin, jid, json!({})).await;
+    wait_until(
+        Duration::from_secs(15),
+        "item 0's half-way checkpoint",
+        || {
+            let admin = &admin;
+            async move {
+                checkpoints(admin, jid)
+                    .await
+                    .get(&0)
+                    .is_some_and(|c| c["value"] == "id=200")
+            }
+        },
+    )
+    .await;
+    // Item 0 runs on the first executor (AVERAGE over two: [0], [1]).
+    let killed_at = procs[0].kill9();
+    let saved = checkpoints(&admin, jid).await;
+    assert_eq!(saved[&0]["value"], "id=200", "{saved:?}");
+
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "2/2 items succeeded");
+    let current = current_runs(&fire);
+    let takeover = &current[&0];
+    assert_eq!(takeover["attempt"], 1);
+    assert_eq!(takeover["executor_address"], procs[1].address.as_str());
+    assert_eq!(
+        takeover["handle_msg"], "item 0/2: resumed after id 200, processed 100 ids",
+        "the takeover started from the checkpoint, not from the start"
+    );
+    println!(
+        "kill -> takeover dispatched {} ms",
+        takeover["dispatched_at"].as_i64().unwrap() - killed_at
+    );
+    let started: Vec<Value> = procs[1]
+        .events("start")
+        .into_iter()
+        .filter(|e| e["log_id"] == takeover["id"])
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        started[0]["checkpoint"], "id=200",
+        "last_checkpoint() seen by the new run"
+    );
+    assert_eq!(
+        current[&1]["handle_msg"],
+        "item 1/2: resumed after id 0, processed 200 ids"
+    );
+    let saved = checkpoints(&admin, jid).await;
+    assert_eq!(saved[&0]["value"], "id=400");
+    assert_eq!(saved[&1]["value"], "id=399");
+    assert_eq!(saved[&0]["run_id"], takeover["id"]);
+    assert_one_success_per_item(&fire);
+
+    // A new fire starts from scratch unless the job asks to resume.
+    let quick = json!({"params": "ids=440,step_ms=1,checkpoint_every=1000"});
+    let fire = admin
+        .wait_fire(trigger(&admin, jid, quick.clone()).await)
+        .await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    for (item, run) in current_runs(&fire) {
+        assert_eq!(
+            run["handle_msg"],
+            format!("item {item}/2: resumed after id 0, processed 220 ids")
+        );
+    }
+    assert_one_success_per_item(&fire);
+
+    // With resume_checkpoint the next fire starts where the last one stopped.
+    admin
+        .put(&format!("/jobs/{jid}"), json!({"resume_checkpoint": true}))
+        .await;
+    let saved = checkpoints(&admin, jid).await;
+    assert_eq!(saved[&0]["value"], "id=440");
+    assert_eq!(saved[&1]["value"], "id=439");
+    let more = json!({"params": "ids=460,step_ms=1,checkpoint_every=1000"});
+    let fire = admin
+        .wait_fire(trigger(&admin, jid, more.clone()).await)
+        .await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    let current = current_runs(&fire);
+    assert_eq!(
+        current[&0]["handle_msg"],
+        "item 0/2: resumed after id 440, processed 10 ids"
+    );
+    assert_eq!(
+        current[&1]["handle_msg"],
+        "item 1/2: resumed after id 439, processed 10 ids"
+    );
+    assert_one_success_per_item(&fire);
+
+    // Clearing: the API shows none, and the next fire starts from scratch again.
+    let (status, cleared) = admin
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/jobs/{jid}/checkpoints"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{cleared}");
+    assert_eq!(cleared["cleared"], 2);
+    assert!(checkpoints(&admin, jid).await.is_empty());
+    let fire = admin.wait_fire(trigger(&admin, jid, more).await).await;
+    let current = current_runs(&fire);
+    assert_eq!(
+        current[&0]["handle_msg"],
+        "item 0/2: resumed after id 0, processed 230 ids"
+    );
+    assert_one_success_per_item(&fire);
+    assert_one_done_per_key(&procs.iter().collect::<Vec<_>>());
+    drop(procs);
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Retry of the failed items only
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_reruns_exactly_the_failed_items() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "retry-app").await;
+    let calls: Calls = Arc::default();
+    let fail_once: Arc<Mutex<BTreeSet<i32>>> = Arc::new(Mutex::new([2, 5].into()));
+    let mut execs = Vec::new();
+    for who in 0..3 {
+        execs.push(recording_executor("retry-app", &admin, who, &calls, &fail_once, |_| {}).await);
+    }
+    admin.wait_executors(gid, 3).await;
+    let jid = items_job(&admin, gid, "record", 8, json!({})).await;
+
+    let fire_id = trigger(&admin, jid, json!({})).await;
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "failed", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "6/8 items succeeded, 2 failed");
+    assert_one_success_per_item(&fire);
+    let first_keys: HashMap<i32, Option<String>> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| (c.1, c.4.clone()))
+        .collect();
+
+    let answer = admin
+        .post(&format!("/fires/{fire_id}/retry"), json!({}))
+        .await;
+    assert_eq!(answer["retried_items"], json!([2, 5]), "{answer}");
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    for item in fire["coverage"]["items"].as_array().unwrap() {
+        let i = item["item"].as_i64().unwrap();
+        if i == 2 || i == 5 {
+            assert_eq!(item["attempts"], 2, "{item}");
+            assert!(item["history"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("failed on "));
+        } else {
+            assert_eq!(item["attempts"], 1, "{item}");
+        }
+    }
+    for r in runs(&fire).iter().filter(|r| r["attempt"] == 1) {
+        assert_eq!(r["shard_total"], 8, "same total: {r}");
+    }
+    // The executors ran items 2 and 5 twice (same item, same total, same key) and nothing else.
+    let seen = calls.lock().unwrap().clone();
+    let mut per_item: BTreeMap<i32, usize> = BTreeMap::new();
+    for (_, item, total, _, key) in &seen {
+        assert_eq!(*total, 8);
+        assert_eq!(
+            key, &first_keys[item],
+            "a retry keeps the item's idempotency key"
+        );
+        *per_item.entry(*item).or_default() += 1;
+    }
+    let expected: BTreeMap<i32, usize> = (0..8)
+        .map(|i| (i, if i == 2 || i == 5 { 2 } else { 1 }))
+        .collect();
+    assert_eq!(per_item, expected);
+    assert_one_success_per_item(&fire);
+
+    // Nothing left to retry.
+    let (status, body) = admin
+        .call(
+            reqwest::Method::POST,
+            &format!("/fires/{fire_id}/retry"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+
+    for e in execs {
+        e.stop().await;
+    }
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. AFFINITY with labels and WEIGHTED with registered weights
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn affinity_labels_and_weights_from_registration() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+
+    // AFFINITY: shanghai, beijing and an unlabelled executor.
+    let gid = group(&admin, "aff-app").await;
+    let calls: Calls = Arc::default();
+    let none = Arc::default();
+    let labels = [vec!["shanghai"], vec!["beijing"], vec![]];
+    let mut execs = Vec::new();
+    for (who, l) in labels.iter().enumerate() {
+        let l: Vec<String> = l.iter().map(|s| s.to_string()).collect();
+        execs.push(
+            recording_executor("aff-app", &admin, who, &calls, &none, move |c| {
+                c.meta.labels = l;
+            })
+            .await,
+        );
+    }
+    admin.wait_executors(gid, 3).await;
+    let jid = items_job(
+        &admin,
+        gid,
+        "record",
+        4,
+        json!({"sharding_strategy": "AFFINITY", "item_params": "0=shanghai,1=beijing"}),
+    )
+    .await;
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "4/4 items succeeded");
+    let current = current_runs(&fire);
+    assert_eq!(current[&0]["executor_address"], execs[0].address.as_str());
+    assert_eq!(current[&1]["executor_address"], execs[1].address.as_str());
+    assert_eq!(current[&0]["item_param"], "shanghai");
+    assert_eq!(current[&1]["item_param"], "beijing");
+    // Items without a label are spread by AVERAGE, as the assignment view says.
+    let a = admin.get(&format!("/jobs/{jid}/assignment")).await;
+    for e in a["executors"].as_array().unwrap() {
+        for item in e["items"].as_array().unwrap() {
+            assert_eq!(
+                current[&item.as_i64().unwrap()]["executor_address"],
+                e["address"],
+                "the fire follows the assignment view: {a}"
+            );
+        }
+    }
+    let seen = calls.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    for (who, item, total, param, _) in &seen {
+        assert_eq!(*total, 4);
+        match item {
+            0 => assert_eq!((*who, param.as_deref()), (0, Some("shanghai"))),
+            1 => assert_eq!((*who, param.as_deref()), (1, Some("beijing"))),
+            _ => assert_eq!(param.as_deref(), None),
+        }
+    }
+    assert_one_success_per_item(&fire);
+
+    // WEIGHTED 1:3 over 8 items: 2 and 6.
+    let gid = group(&admin, "w-app").await;
+    let wcalls: Calls = Arc::default();
+    let mut wexecs = Vec::new();
+    for (who, weight) in [1u32, 3].into_iter().enumerate() {
+        wexecs.push(
+            recording_executor("w-app", &admin, who, &wcalls, &none, move |c| {
+                c.meta.weight = Some(weight);
+            })
+            .await,
+        );
+    }
+    admin.wait_executors(gid, 2).await;
+    let registered = admin.get(&format!("/groups/{gid}/executors")).await;
+    let weights: HashMap<String, i64> = registered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["address"].as_str().unwrap().to_string(),
+                e["weight"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(weights[&wexecs[0].address], 1, "{registered}");
+    assert_eq!(weights[&wexecs[1].address], 3, "{registered}");
+    let jid = items_job(
+        &admin,
+        gid,
+        "record",
+        8,
+        json!({"sharding_strategy": "WEIGHTED"}),
+    )
+    .await;
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    let mut per_exec: BTreeMap<usize, Vec<i32>> = BTreeMap::new();
+    for (who, item, total, _, _) in wcalls.lock().unwrap().iter() {
+        assert_eq!(*total, 8);
+        per_exec.entry(*who).or_default().push(*item);
+    }
+    assert_eq!(per_exec.get(&0).map_or(0, Vec::len), 2, "{per_exec:?}");
+    assert_eq!(per_exec.get(&1).map_or(0, Vec::len), 6, "{per_exec:?}");
+    // Contiguous blocks in address order, as AVERAGE lays them out.
+    let first = if wexecs[0].address < wexecs[1].address {
+        0
+    } else {
+        1
+    };
+    let mut lead = per_exec[&first].clone();
+    lead.sort();
+    let expected: Vec<i32> = if first == 0 {
+        vec![0, 1]
+    } else {
+        (0..6).collect()
+    };
+    assert_eq!(lead, expected, "{per_exec:?}");
+    assert_one_success_per_item(&fire);
+
+    for e in execs.into_iter().chain(wexecs) {
+        e.stop().await;
+    }
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. The guard on changing N
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changing_n_needs_a_checkpoint_reset() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "guard-app").await;
+    let exec = TestExecutor::start("guard-app", &admin.base, |b| {
+        b.handler("save", |ctx| async move {
+            match ctx
+                .checkpoint(format!("id={}", 100 + ctx.shard_index()))
+                .await
+            {
+                Ok(()) => JobResult::success(),
+                Err(e) => JobResult::fail(e.to_string()),
+            }
+        })
+    })
+    .await;
+    admin.wait_executors(gid, 1).await;
+    let jid = items_job(&admin, gid, "save", 2, json!({})).await;
+
+    // Without checkpoints N may change freely.
+    admin
+        .put(&format!("/jobs/{jid}"), json!({"sharding_total": 3}))
+        .await;
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_one_success_per_item(&fire);
+    assert_eq!(checkpoints(&admin, jid).await.len(), 3);
+
+    // With checkpoints: refused, nothing changed.
+    let (status, body) = admin
+        .call(
+            reqwest::Method::PUT,
+            &format!("/jobs/{jid}"),
+            Some(json!({"sharding_total": 4})),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.to_string().contains("reset_checkpoints"), "{body}");
+    assert_eq!(
+        admin.get(&format!("/jobs/{jid}")).await["sharding_total"],
+        3
+    );
+    assert_eq!(checkpoints(&admin, jid).await.len(), 3);
+    // Other edits are not held up by the guard.
+    admin
+        .put(&format!("/jobs/{jid}"), json!({"description": "nightly"}))
+        .await;
+    assert_eq!(checkpoints(&admin, jid).await.len(), 3);
+
+    // Confirmed: N changes and the checkpoints are gone.
+    admin
+        .put(
+            &format!("/jobs/{jid}"),
+            json!({"sharding_total": 4, "reset_checkpoints": true}),
+        )
+        .await;
+    assert_eq!(
+        admin.get(&format!("/jobs/{jid}")).await["sharding_total"],
+        4
+    );
+    assert!(checkpoints(&admin, jid).await.is_empty());
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["coverage"]["summary"], "4/4 items succeeded");
+    assert_one_success_per_item(&fire);
+
+    exec.stop().await;
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Idempotency keys
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idempotency_key_survives_failover_and_differs_per_item_and_fire() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "key-app").await;
+    let mut procs = processes(2, "key-app", &admin, gid).await;
+    // 4 items over 2 executors ([0, 1], [2, 3]); 50 ids of 30 ms each per item.
+    let jid = items_job(
+        &admin,
+        gid,
+        "rangeJobHandler",
+        4,
+        json!({"params": "ids=200,step_ms=30,checkpoint_every=1000"}),
+    )
+    .await;
+    let fire_id = trigger(&admin, jid, json!({})).await;
+    wait_until(
+        Duration::from_secs(10),
+        "both items to start on the victim",
+        || {
+            let n = procs[0].events("start").len();
+            async move { n == 2 }
+        },
+    )
+    .await;
+    let before: HashMap<i64, String> = procs[0]
+        .events("start")
+        .iter()
+        .map(|e| {
+            (
+                e["item"].as_i64().unwrap(),
+                e["key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    procs[0].kill9();
+    let fire = admin.wait_fire(fire_id).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "4/4 items succeeded");
+    let takeover: HashMap<i64, String> = procs[1]
+        .events("start")
+        .iter()
+        .filter(|e| before.contains_key(&e["item"].as_i64().unwrap()))
+        .map(|e| {
+            (
+                e["item"].as_i64().unwrap(),
+                e["key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(before.len(), 2);
+    assert_eq!(
+        takeover, before,
+        "the takeover sees the same key for the same item"
+    );
+    let first: BTreeSet<String> = procs[1]
+        .events("start")
+        .iter()
+        .chain(procs[0].events("start").iter())
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(first.len(), 4, "one key per item: {first:?}");
+    assert_one_success_per_item(&fire);
+
+    // The next fire: new keys for every item.
+    let second_fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(second_fire["state"], "succeeded", "{second_fire}");
+    let second: BTreeSet<String> = procs[1]
+        .events("start")
+        .iter()
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .filter(|k| !first.contains(k))
+        .collect();
+    assert_eq!(second.len(), 4, "four new keys: {second:?}");
+    assert_one_success_per_item(&second_fire);
+    assert_one_done_per_key(&procs.iter().collect::<Vec<_>>());
+    drop(procs);
+    admin.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Broadcast with maxNode over many executors
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn max_node_calls_exactly_m_executors_whose_partitions_cover_the_table() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "wide-app").await;
+    // The "table": ids 1..=10 000, and how often each was processed.
+    const IDS: usize = 10_000;
+    let table: Arc<Vec<AtomicU32>> = Arc::new((0..IDS).map(|_| AtomicU32::new(0)).collect());
+    let called: Arc<Mutex<Vec<(usize, i32, i32)>>> = Arc::default();
+    let mut execs = Vec::new();
+    for who in 0..20 {
+        let (table, called) = (table.clone(), called.clone());
+        execs.push(
+            TestExecutor::start("wide-app", &admin.base, move |b| {
+                b.handler("scan", move |ctx| {
+                    let (table, called) = (table.clone(), called.clone());
+                    async move {
+                        let (index, total) = (ctx.shard_index(), ctx.shard_total());
+                        called.lock().unwrap().push((who, index, total));
+                        let mut n = 0;
+                        // SELECT id FROM t WHERE MOD(id, total) = index
+                        for id in (1..=IDS).filter(|id| id % total as usize == index as usize) {
+                            table[id - 1].fetch_add(1, Ordering::Relaxed);
+                            n += 1;
+                        }
+                        JobResult::success_with(format!("{n} ids"))
+                    }
+                })
+            })
+            .await,
+        );
+    }
+    admin.wait_executors(gid, 20).await;
+    let jid = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "wide", "handler": "scan", "schedule_type": "NONE",
+                   "sharding_mode": "BROADCAST", "max_node": 8}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    assert_eq!(runs(&fire).len(), 8);
+    let calls = called.lock().unwrap().clone();
+    assert_eq!(calls.len(), 8, "exactly 8 executors called: {calls:?}");
+    let whos: BTreeSet<usize> = calls.iter().map(|c| c.0).collect();
+    assert_eq!(whos.len(), 8, "8 different executors: {calls:?}");
+    let indexes: BTreeSet<i32> = calls.iter().map(|c| c.1).collect();
+    assert_eq!(indexes, (0..8).collect(), "{calls:?}");
+    assert!(calls.iter().all(|c| c.2 == 8), "{calls:?}");
+    for (i, n) in table.iter().enumerate() {
+        assert_eq!(n.load(Ordering::Relaxed), 1, "id {} processed once", i + 1);
+    }
+    assert_one_success_per_item(&fire);
+
+    for e in execs {
+        e.stop().await;
+    }
+    admin.stop().await;
+}
