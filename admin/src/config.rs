@@ -29,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the admin server (the default).
     Serve,
+    /// Run the admin with three demo executors and two demo jobs (a quick look at Shardline).
+    Demo,
     /// Apply the database migrations and exit.
     Migrate,
     /// Manage console / API users.

@@ -10,6 +10,7 @@ pub mod callbacks;
 pub mod config;
 pub mod console;
 pub mod cron;
+pub mod demo;
 pub mod metrics;
 pub mod model;
 pub mod route;

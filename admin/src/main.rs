@@ -30,6 +30,7 @@ async fn run() -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", settings.bind))?;
             shardline_admin::app::run(settings, listener, shutdown_signal()).await
         }
+        Command::Demo => shardline_admin::demo::run(settings, shutdown_signal()).await,
         Command::Migrate => {
             Store::connect(&settings.database_url).await?;
             println!(
