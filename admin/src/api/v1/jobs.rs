@@ -492,6 +492,9 @@ async fn create(
     let (job, glue_changed) = merge_and_validate(&st, &caller, &new_job_defaults(), body).await?;
     let now = now_ms();
     let id = st.store.create_job(&job, now).await?;
+    if job.enabled != 0 {
+        st.dispatcher.notify_schedule_changed();
+    }
     if glue_changed {
         st.store
             .add_glue_version(id, &job.glue_type, &job.glue_source, &remark, now)
@@ -526,6 +529,11 @@ async fn update(
     let (job, glue_changed) = merge_and_validate(&st, &caller, &current, body).await?;
     let now = now_ms();
     st.store.update_job(&job, now).await?;
+    if job.next_fire_at != current.next_fire_at || job.enabled != current.enabled {
+        // Fires already claimed for the old schedule must not happen any more.
+        st.store.cancel_scheduled(id).await?;
+        st.dispatcher.notify_schedule_changed();
+    }
     if glue_changed {
         st.store
             .add_glue_version(id, &job.glue_type, &job.glue_source, &remark, now)
@@ -541,6 +549,7 @@ async fn remove(
 ) -> Result<StatusCode, ApiError> {
     load(&st, &caller, id).await?;
     st.store.delete_job(id).await?;
+    st.store.cancel_scheduled(id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -561,7 +570,9 @@ async fn start(
     if next.is_none() {
         return Err(ApiError::bad_request("this schedule never fires again"));
     }
+    st.store.cancel_scheduled(id).await?;
     st.store.set_job_enabled(id, true, next, now_ms()).await?;
+    st.dispatcher.notify_schedule_changed();
     Ok(Json(view(st.store.get_job(id).await?)))
 }
 
@@ -572,6 +583,7 @@ async fn stop(
 ) -> Result<Json<JobView>, ApiError> {
     load(&st, &caller, id).await?;
     st.store.set_job_enabled(id, false, None, now_ms()).await?;
+    st.store.cancel_scheduled(id).await?;
     Ok(Json(view(st.store.get_job(id).await?)))
 }
 
