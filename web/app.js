@@ -55,7 +55,7 @@
     return el;
   }
 
-  function append(el, children) {
+  function append(el, ...children) {
     for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
@@ -1333,6 +1333,7 @@
   }
 
   let routeSeq = 0;
+  let lastPath = null;
   async function route() {
     const previous = leaveList;
     leaveList = [];
@@ -1368,6 +1369,9 @@
     }
     root.setAttribute('data-ready', '1');
     clear(main).appendChild(root);
+    // A new page starts at its top; a refresh of the same page keeps the reader's place.
+    if (path !== lastPath) window.scrollTo(0, 0);
+    lastPath = path;
   }
 
   window.addEventListener('hashchange', route);
