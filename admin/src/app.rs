@@ -199,6 +199,8 @@ pub async fn serve(
         started,
         stop.clone(),
     ));
+    let housekeeping_task =
+        tokio::spawn(housekeeping(store.clone(), settings.clone(), stop.clone()));
 
     let app = api::router(state);
     tracing::info!(address = %local, node = %node_id, "shardline admin listening");
@@ -211,6 +213,7 @@ pub async fn serve(
     let _ = lost_task.await;
     let _ = registry_task.await;
     let _ = node_task.await;
+    let _ = housekeeping_task.await;
     drop(dispatcher);
     events_task.abort();
     // The writer ends once the last sink (held by the router, now dropped) is gone.
@@ -245,6 +248,42 @@ async fn registry_monitor(
             metrics
                 .registry_size
                 .store(live.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Every minute: the report rows of today and yesterday (dashboard chart). Every hour: runs older
+/// than the retention are deleted in batches, so the table never grows without bound.
+async fn housekeeping(store: Store, settings: Arc<Settings>, stop: CancellationToken) {
+    const DAY_MS: i64 = 86_400_000;
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let mut last_cleanup = 0i64;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = now_ms();
+        let today = now - now.rem_euclid(DAY_MS);
+        for start in [today - DAY_MS, today] {
+            let day = chrono::DateTime::from_timestamp_millis(start)
+                .map(|d| d.format("%Y-%m-%d").to_string())
+                .unwrap_or_default();
+            if let Err(e) = store
+                .refresh_daily_report(&day, start, start + DAY_MS, now)
+                .await
+            {
+                tracing::warn!(error = %e, day, "daily report not refreshed");
+            }
+        }
+        if settings.run_retention_days > 0 && now - last_cleanup > 3_600_000 {
+            last_cleanup = now;
+            let before = today - settings.run_retention_days * DAY_MS;
+            match store.delete_runs_before(before, 1000).await {
+                Ok(n) if n > 0 => tracing::info!(deleted = n, "old runs deleted"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "run retention failed"),
+            }
         }
     }
 }

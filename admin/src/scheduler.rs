@@ -491,10 +491,10 @@ async fn retry_run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests_support {
+    use crate::model::Job;
 
-    fn job(schedule_type: &str, conf: &str, next: Option<i64>, misfire: &str) -> Job {
+    pub fn job(schedule_type: &str, conf: &str, next: Option<i64>, misfire: &str) -> Job {
         Job {
             id: 1,
             group_id: 1,
@@ -530,6 +530,12 @@ mod tests {
             updated_at: 0,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::job;
+    use super::*;
 
     #[test]
     fn cron_every_second_fills_the_window() {
@@ -583,11 +589,51 @@ mod tests {
 
     #[test]
     fn ended_and_invalid_schedules_stop_the_job() {
-        let past = job("CRON", "0 0 0 1 1 ? 2020", Some(1_000), "DO_NOTHING");
-        let p = plan_job(&past, 500, 5_500, 5_000, "UTC");
+        // 2020-01-01T00:00:00Z, the only fire of this expression.
+        let only = 1_577_836_800_000;
+        let past = job("CRON", "0 0 0 1 1 ? 2020", Some(only), "DO_NOTHING");
+        let p = plan_job(&past, only - 500, only + 4_500, 5_000, "UTC");
         assert_eq!(p.fires.len(), 1, "the one planned fire still happens");
         assert!(p.stop);
         let bad = job("CRON", "nonsense", Some(1_000), "DO_NOTHING");
         assert!(plan_job(&bad, 500, 5_500, 5_000, "UTC").stop);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::tests_support::job;
+    use super::*;
+
+    proptest! {
+        /// FIX_RATE keeps its phase: fires are exactly `rate` apart, all within the window, and
+        /// the next planned time is the first one beyond it.
+        #[test]
+        fn fix_rate_spacing(rate_s in 1i64..120, next in 0i64..1_000_000, ahead in 0i64..10_000, window in 0i64..20_000) {
+            let now = next - ahead;
+            let j = job("FIX_RATE", &rate_s.to_string(), Some(next), "DO_NOTHING");
+            let p = plan_job(&j, now, now + window, 5_000, "UTC");
+            let rate = rate_s * 1000;
+            for w in p.fires.windows(2) {
+                prop_assert_eq!(w[1].planned_at - w[0].planned_at, rate);
+            }
+            prop_assert!(p.fires.iter().all(|f| f.planned_at <= now + window));
+            let expected_next = p.fires.last().map_or(next, |f| f.planned_at + rate);
+            prop_assert_eq!(p.next_fire_at, Some(expected_next));
+            prop_assert!(expected_next > now + window || p.fires.len() == MAX_FIRES_PER_JOB);
+        }
+
+        /// However late a job is, the misfire policy fires it at most once.
+        #[test]
+        fn misfire_fires_at_most_once(late_s in 6i64..100_000, policy in prop_oneof!["DO_NOTHING", "FIRE_ONCE_NOW"]) {
+            let now = 10_000_000_000i64;
+            let j = job("CRON", "* * * * * ?", Some(now - late_s * 1000), &policy);
+            let p = plan_job(&j, now, now + 5_000, 5_000, "UTC");
+            prop_assert!(p.fires.len() <= 1);
+            prop_assert_eq!(p.fires.len() == 1, policy == "FIRE_ONCE_NOW");
+            prop_assert!(p.next_fire_at.unwrap() > now);
+        }
     }
 }

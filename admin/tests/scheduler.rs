@@ -453,3 +453,88 @@ async fn route_strategies_pick_as_xxl_job_does() {
     admin.stop().await;
     db.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_admin_on_one_sqlite_file_is_refused() {
+    use clap::Parser;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let cli = shardline_admin::config::Cli::parse_from([
+        "shardline-admin",
+        "--database-url",
+        &db.url,
+        "--access-token",
+        common::ACCESS_TOKEN,
+    ]);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let err = shardline_admin::app::run(cli.settings, listener, std::future::pending())
+        .await
+        .expect_err("second admin refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("SQLite supports one admin") && msg.contains("MySQL"),
+        "{msg}"
+    );
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn edits_and_stops_apply_to_fires_not_yet_dispatched() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "edit-app").await;
+    let seen: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+    let s2 = seen.clone();
+    let e = TestExecutor::start("edit-app", &admin.base, move |b| {
+        b.handler("echo", move |ctx| {
+            let seen = s2.clone();
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push((ctx.params().to_string(), now_ms()));
+                JobResult::success()
+            }
+        })
+    })
+    .await;
+    admin.wait_executors(gid, 1).await;
+    let job = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "echo", "handler": "echo", "params": "v1",
+            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    // Fires for the next seconds are already claimed; the new parameters still apply to them.
+    admin
+        .put(&format!("/jobs/{job}"), json!({"params": "v2"}))
+        .await;
+    let edited = now_ms();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    admin.post(&format!("/jobs/{job}/stop"), json!({})).await;
+    let stopped = now_ms();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let calls = seen.lock().unwrap().clone();
+    assert!(calls.iter().any(|(p, _)| p == "v1"));
+    let after_edit: Vec<_> = calls.iter().filter(|(_, at)| *at > edited + 50).collect();
+    assert!(
+        !after_edit.is_empty() && after_edit.iter().all(|(p, _)| p == "v2"),
+        "{calls:?}"
+    );
+    let after_stop = calls.iter().filter(|(_, at)| *at > stopped + 100).count();
+    assert_eq!(
+        after_stop, 0,
+        "no fire after the job was stopped: {calls:?}"
+    );
+    // The claimed-but-cancelled fires left no trace; every stored fire ran.
+    for f in fires(&admin, job).await {
+        assert_eq!(f["state"], "succeeded", "{f}");
+    }
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
