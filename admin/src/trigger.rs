@@ -89,7 +89,6 @@ struct FireWork {
     targets: Arc<Vec<Target>>,
     fire_id: i64,
     planned_at: i64,
-    trigger_type: String,
     runs: Vec<Run>,
 }
 
@@ -276,7 +275,6 @@ impl Dispatcher {
             targets,
             fire_id,
             planned_at: req.planned_at,
-            trigger_type: req.trigger_type.as_str().to_string(),
             runs: stored,
         };
         self.dispatch_runs(vec![work]).await?;
@@ -294,7 +292,7 @@ impl Dispatcher {
         let mut planned_fires = Vec::with_capacity(fires.len());
         let mut rows = Vec::with_capacity(fires.len());
         let mut failed_plans = Vec::new();
-        for (job, fire_id, planned_at, trigger_type) in fires {
+        for (job, fire_id, planned_at, _trigger_type) in fires {
             let (group, targets) = match groups.get(&job.group_id) {
                 Some(g) => g.clone(),
                 None => {
@@ -321,7 +319,6 @@ impl Dispatcher {
                         targets,
                         fire_id,
                         planned_at,
-                        trigger_type,
                         runs: vec![],
                     });
                 }
@@ -567,14 +564,26 @@ impl Dispatcher {
             return Ok(());
         }
         // Checkpoints go to failovers and retries (and to every run when the job resumes).
-        let mut checkpoints: HashMap<i64, HashMap<i64, String>> = HashMap::new();
+        let mut checkpoints: HashMap<i64, HashMap<i64, (String, i64)>> = HashMap::new();
+        // A failover or retry continues from what its own fire saved; a checkpoint left by an
+        // earlier fire would make it skip work this fire never did, unless the job resumes.
+        let mut own_runs: HashMap<i64, HashSet<i64>> = HashMap::new();
         for w in &works {
             if is_sharded(&w.job) && !checkpoints.contains_key(&w.job.id) {
                 let cps = self.store.checkpoints(w.job.id).await?;
                 checkpoints.insert(
                     w.job.id,
-                    cps.into_iter().map(|c| (c.item, c.value)).collect(),
+                    cps.into_iter()
+                        .map(|c| (c.item, (c.value, c.run_id)))
+                        .collect(),
                 );
+            }
+            if is_sharded(&w.job)
+                && w.job.resume_checkpoint == 0
+                && w.runs.iter().any(|r| r.attempt > 0)
+            {
+                let ids = self.store.fire_runs(w.fire_id).await?;
+                own_runs.insert(w.fire_id, ids.into_iter().map(|r| r.id).collect());
             }
         }
         let works: Vec<Arc<FireWork>> = works.into_iter().map(Arc::new).collect();
@@ -592,16 +601,17 @@ impl Dispatcher {
             }
             let sent_at = now_ms();
             let sends = pending.iter().map(|(w, run)| {
-                let resume =
-                    w.job.resume_checkpoint != 0 || w.trigger_type == TriggerType::Retry.as_str();
-                let checkpoint = if resume || run.attempt > 0 {
-                    checkpoints
-                        .get(&w.job.id)
-                        .and_then(|c| c.get(&run.shard_index))
-                        .cloned()
-                } else {
-                    None
-                };
+                let checkpoint = checkpoints
+                    .get(&w.job.id)
+                    .and_then(|c| c.get(&run.shard_index))
+                    .filter(|(_, saved_by)| {
+                        w.job.resume_checkpoint != 0
+                            || (run.attempt > 0
+                                && own_runs
+                                    .get(&w.fire_id)
+                                    .is_some_and(|ids| ids.contains(saved_by)))
+                    })
+                    .map(|(value, _)| value.clone());
                 let req = self.trigger_request(&w.job, w.fire_id, run, checkpoint);
                 let generation = if w.group.generation == "V35" {
                     Generation::V35
@@ -804,7 +814,6 @@ impl Dispatcher {
             targets: Arc::new(targets),
             fire_id: fire.id,
             planned_at: now_ms(),
-            trigger_type: TriggerType::Retry.as_str().to_string(),
             runs: stored,
         };
         self.dispatch_runs(vec![work]).await?;
