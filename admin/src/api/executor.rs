@@ -14,7 +14,7 @@ use shardline_executor::protocol::{
 };
 
 use super::AppState;
-use crate::model::now_ms;
+use crate::model::{now_ms, RunState};
 
 pub fn routes() -> Router<AppState> {
     let api = Router::new()
@@ -152,6 +152,14 @@ async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Byt
             return fail("checkpoint failed: database unavailable");
         }
     };
+    // Only the run that owns the item now may move its checkpoint: a run declared lost whose
+    // executor wakes up later, or one replaced by a takeover, would drag the item back.
+    if run.superseded != 0 || RunState::parse(&run.state).is_ok_and(RunState::is_final) {
+        return fail(format!(
+            "run {} is no longer the item's current run ({}); checkpoint ignored",
+            run.id, run.state
+        ));
+    }
     match state
         .store
         .save_checkpoint(run.job_id, run.shard_index, &req.value, run.id, now_ms())
