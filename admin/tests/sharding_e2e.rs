@@ -553,8 +553,8 @@ async fn stopped_executor_leaves_no_coverage_gap() {
     assert_one_success_per_item(&fire);
 
     // (b) Stopped in the middle of a fire: its runs are declared lost and run elsewhere.
-    let fire_id = trigger(&admin, jid, json!({})).await;
     let on_c = procs[2].events("start").len();
+    let fire_id = trigger(&admin, jid, json!({})).await;
     wait_until(
         Duration::from_secs(10),
         "items to start on the third",
@@ -591,6 +591,32 @@ async fn stopped_executor_leaves_no_coverage_gap() {
             l["shard_index"],
             l["finished_at"].as_i64().unwrap() - stopped_at
         );
+    }
+    // Each takeover resumed from what this fire's lost run had saved, or from the start: never
+    // from the previous fire's final checkpoint, which would skip this fire's work.
+    let saved_by_lost: Vec<(i64, String)> = procs[2]
+        .events("checkpoint")
+        .iter()
+        .map(|e| {
+            (
+                e["log_id"].as_i64().unwrap(),
+                e["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for l in &lost {
+        let item = l["shard_index"].as_i64().unwrap();
+        let msg = current[&item]["handle_msg"].as_str().unwrap();
+        let from = msg
+            .split("resumed after id ")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .unwrap_or_else(|| panic!("unexpected result {msg:?}"));
+        let allowed = from == "0"
+            || saved_by_lost
+                .iter()
+                .any(|(id, v)| *id == l["id"].as_i64().unwrap() && v == &format!("id={from}"));
+        assert!(allowed, "item {item} resumed after id {from}: {msg}");
     }
     assert_one_success_per_item(&fire);
 
