@@ -136,10 +136,7 @@ impl Session {
     }
 
     async fn goto(&self, path: &str) {
-        self.c
-            .goto(&format!("{}{path}", self.base))
-            .await
-            .unwrap();
+        self.c.goto(&format!("{}{path}", self.base)).await.unwrap();
     }
 
     /// Waits for the page of `section` to be drawn (the app marks it ready).
@@ -161,7 +158,10 @@ impl Session {
                 // Keep what the browser showed, to see why.
                 self.shot("FAILED").await;
                 let body = self.c.source().await.unwrap_or_default();
-                panic!("no element {css}: {e}\npage: {}", &body[..body.len().min(3000)]);
+                panic!(
+                    "no element {css}: {e}\npage: {}",
+                    &body[..body.len().min(3000)]
+                );
             }
         }
     }
@@ -383,7 +383,10 @@ async fn operator_walkthrough_in_chromium() {
     s.click("#run-kill").await;
     s.click("#dialog-ok").await;
     s.wait_text("#run-state", "Killed").await;
-    assert_eq!(admin.get(&format!("/runs/{run_id}")).await["state"], "killed");
+    assert_eq!(
+        admin.get(&format!("/runs/{run_id}")).await["state"],
+        "killed"
+    );
     s.shot("13-run-killed").await;
 
     // Lists with filters.
@@ -417,22 +420,24 @@ async fn operator_walkthrough_in_chromium() {
     ))
     .await;
     s.find("#glue-editor").await;
-    s.find("#glue-editor").await.send_keys("echo two\n").await.unwrap();
+    s.find("#glue-editor")
+        .await
+        .send_keys("echo two\n")
+        .await
+        .unwrap();
     s.fill("#f-glue_remark", "add a line").await;
     s.click("#glue-save").await;
     s.wait_text("#glue-history", "add a line").await;
     // Compare the first version (A) with the newest (B).
-    let radios = s
-        .c
-        .find_all(Locator::Css("input[name='diff-a']"))
-        .await
-        .unwrap();
+    let radios =
+        s.c.find_all(Locator::Css("input[name='diff-a']"))
+            .await
+            .unwrap();
     radios.last().unwrap().click().await.unwrap();
-    let b_radios = s
-        .c
-        .find_all(Locator::Css("input[name='diff-b']"))
-        .await
-        .unwrap();
+    let b_radios =
+        s.c.find_all(Locator::Css("input[name='diff-b']"))
+            .await
+            .unwrap();
     b_radios[1].click().await.unwrap();
     s.click("#glue-compare").await;
     s.wait_text("#glue-diff", "+ echo two").await;

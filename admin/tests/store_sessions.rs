@@ -85,19 +85,42 @@ where
 async fn sessions_live_expire_and_end() {
     each_db(|store| async move {
         let now = 1_700_000_000_000;
-        store.create_session(&session("a", 1, now, now + 1000)).await.unwrap();
-        store.create_session(&session("b", 1, now, now + 5000)).await.unwrap();
-        store.create_session(&session("c", 2, now, now + 5000)).await.unwrap();
+        store
+            .create_session(&session("a", 1, now, now + 1000))
+            .await
+            .unwrap();
+        store
+            .create_session(&session("b", 1, now, now + 5000))
+            .await
+            .unwrap();
+        store
+            .create_session(&session("c", 2, now, now + 5000))
+            .await
+            .unwrap();
         // The same id twice is refused by the primary key.
-        assert!(store.create_session(&session("a", 3, now, now + 1)).await.is_err());
+        assert!(store
+            .create_session(&session("a", 3, now, now + 1))
+            .await
+            .is_err());
 
         let a = store.live_session("a", now).await.unwrap().expect("live");
         assert_eq!(a, session("a", 1, now, now + 1000));
-        assert!(store.live_session("a", now + 1000).await.unwrap().is_none(), "expired at its instant");
+        assert!(
+            store.live_session("a", now + 1000).await.unwrap().is_none(),
+            "expired at its instant"
+        );
         assert!(store.live_session("zzz", now).await.unwrap().is_none());
 
         store.extend_session("a", now + 9000).await.unwrap();
-        assert_eq!(store.live_session("a", now + 2000).await.unwrap().unwrap().expires_at, now + 9000);
+        assert_eq!(
+            store
+                .live_session("a", now + 2000)
+                .await
+                .unwrap()
+                .unwrap()
+                .expires_at,
+            now + 9000
+        );
 
         // Ending every session of user 1 but the current one.
         assert_eq!(store.delete_user_sessions(1, Some("a")).await.unwrap(), 1);
@@ -112,8 +135,14 @@ async fn sessions_live_expire_and_end() {
         assert!(store.live_session("c", now).await.unwrap().is_none());
 
         // Deleting a user ends their sessions.
-        let uid = store.create_user("eve", "x", "USER", "", false, now).await.unwrap();
-        store.create_session(&session("e", uid, now, now + 5000)).await.unwrap();
+        let uid = store
+            .create_user("eve", "x", "USER", "", false, now)
+            .await
+            .unwrap();
+        store
+            .create_session(&session("e", uid, now, now + 5000))
+            .await
+            .unwrap();
         store.delete_user(uid).await.unwrap();
         assert!(store.live_session("e", now).await.unwrap().is_none());
     })
@@ -125,27 +154,97 @@ async fn failed_logins_count_per_user_and_address() {
     each_db(|store| async move {
         let t = 1_700_000_000_000;
         for i in 0..3 {
-            store.record_login_failure("admin", "10.0.0.1", t + i).await.unwrap();
+            store
+                .record_login_failure("admin", "10.0.0.1", t + i)
+                .await
+                .unwrap();
         }
-        store.record_login_failure("admin", "10.0.0.2", t + 5).await.unwrap();
-        store.record_login_failure("bob", "10.0.0.1", t + 6).await.unwrap();
-        assert_eq!(store.login_failures_since("admin", "10.0.0.1", t).await.unwrap(), (3, Some(t)));
-        assert_eq!(store.login_failures_since("admin", "10.0.0.1", t + 1).await.unwrap(), (2, Some(t + 1)));
-        assert_eq!(store.login_failures_since("admin", "10.0.0.2", t).await.unwrap(), (1, Some(t + 5)));
-        assert_eq!(store.login_failures_since("carol", "10.0.0.1", t).await.unwrap(), (0, None));
+        store
+            .record_login_failure("admin", "10.0.0.2", t + 5)
+            .await
+            .unwrap();
+        store
+            .record_login_failure("bob", "10.0.0.1", t + 6)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .login_failures_since("admin", "10.0.0.1", t)
+                .await
+                .unwrap(),
+            (3, Some(t))
+        );
+        assert_eq!(
+            store
+                .login_failures_since("admin", "10.0.0.1", t + 1)
+                .await
+                .unwrap(),
+            (2, Some(t + 1))
+        );
+        assert_eq!(
+            store
+                .login_failures_since("admin", "10.0.0.2", t)
+                .await
+                .unwrap(),
+            (1, Some(t + 5))
+        );
+        assert_eq!(
+            store
+                .login_failures_since("carol", "10.0.0.1", t)
+                .await
+                .unwrap(),
+            (0, None)
+        );
 
         // Very long names are cut, not refused, and still counted together.
         let long = "x".repeat(300);
-        store.record_login_failure(&long, "10.0.0.1", t).await.unwrap();
-        store.record_login_failure(&long, "10.0.0.1", t).await.unwrap();
-        assert_eq!(store.login_failures_since(&long, "10.0.0.1", t).await.unwrap().0, 2);
+        store
+            .record_login_failure(&long, "10.0.0.1", t)
+            .await
+            .unwrap();
+        store
+            .record_login_failure(&long, "10.0.0.1", t)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .login_failures_since(&long, "10.0.0.1", t)
+                .await
+                .unwrap()
+                .0,
+            2
+        );
 
-        store.clear_login_failures("admin", "10.0.0.1").await.unwrap();
-        assert_eq!(store.login_failures_since("admin", "10.0.0.1", 0).await.unwrap().0, 0);
-        assert_eq!(store.login_failures_since("admin", "10.0.0.2", 0).await.unwrap().0, 1);
+        store
+            .clear_login_failures("admin", "10.0.0.1")
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .login_failures_since("admin", "10.0.0.1", 0)
+                .await
+                .unwrap()
+                .0,
+            0
+        );
+        assert_eq!(
+            store
+                .login_failures_since("admin", "10.0.0.2", 0)
+                .await
+                .unwrap()
+                .0,
+            1
+        );
 
         assert_eq!(store.prune_login_failures(t + 6).await.unwrap(), 3);
-        assert_eq!(store.login_failures_since("bob", "10.0.0.1", 0).await.unwrap().0, 1);
+        assert_eq!(
+            store
+                .login_failures_since("bob", "10.0.0.1", 0)
+                .await
+                .unwrap()
+                .0,
+            1
+        );
     })
     .await;
 }
@@ -175,12 +274,28 @@ async fn dashboard_aggregates_respect_scope() {
         };
         // Fire 1 (group 1, day 0): item 0 succeeds, 1 fails, 2 still running.
         let (_, r1) = store
-            .create_fire(j1, g1, "MANUAL", t, None, "", None, &[run(0), run(1), run(2)], t)
+            .create_fire(
+                j1,
+                g1,
+                "MANUAL",
+                t,
+                None,
+                "",
+                None,
+                &[run(0), run(1), run(2)],
+                t,
+            )
             .await
             .unwrap()
             .unwrap();
-        store.finish_run(r1[0], RunState::Succeeded, 200, "ok", t + 10).await.unwrap();
-        store.finish_run(r1[1], RunState::Failed, 500, "boom", t + 11).await.unwrap();
+        store
+            .finish_run(r1[0], RunState::Succeeded, 200, "ok", t + 10)
+            .await
+            .unwrap();
+        store
+            .finish_run(r1[1], RunState::Failed, 500, "boom", t + 11)
+            .await
+            .unwrap();
         // Fire 2 (group 2, one day later): timed out.
         let day = 86_400_000;
         let (_, r2) = store
@@ -188,33 +303,76 @@ async fn dashboard_aggregates_respect_scope() {
             .await
             .unwrap()
             .unwrap();
-        store.finish_run(r2[0], RunState::TimedOut, 502, "too slow", t + day + 5).await.unwrap();
+        store
+            .finish_run(r2[0], RunState::TimedOut, 502, "too slow", t + day + 5)
+            .await
+            .unwrap();
         // A retry supersedes the failed item 1 of fire 1 and succeeds: only the retry counts.
-        let fire1 = store.get_fire(store.get_run(r1[1]).await.unwrap().unwrap().fire_id).await.unwrap().unwrap();
-        let retry = NewRun { attempt: 1, ..run(1) };
-        let r3 = store.add_attempts(&fire1, &[r1[1]], &[retry], t + 20).await.unwrap();
-        store.finish_run(r3[0], RunState::Succeeded, 200, "ok", t + 30).await.unwrap();
+        let fire1 = store
+            .get_fire(store.get_run(r1[1]).await.unwrap().unwrap().fire_id)
+            .await
+            .unwrap()
+            .unwrap();
+        let retry = NewRun {
+            attempt: 1,
+            ..run(1)
+        };
+        let r3 = store
+            .add_attempts(&fire1, &[r1[1]], &[retry], t + 20)
+            .await
+            .unwrap();
+        store
+            .finish_run(r3[0], RunState::Succeeded, 200, "ok", t + 30)
+            .await
+            .unwrap();
 
         assert_eq!(
             store.run_counts(None, t, t + day).await.unwrap(),
-            RunCounts { succeeded: 2, failed: 0, running: 1 }
+            RunCounts {
+                succeeded: 2,
+                failed: 0,
+                running: 1
+            }
         );
         assert_eq!(
             store.run_counts(None, t, t + 2 * day).await.unwrap(),
-            RunCounts { succeeded: 2, failed: 1, running: 1 }
+            RunCounts {
+                succeeded: 2,
+                failed: 1,
+                running: 1
+            }
         );
         assert_eq!(
             store.run_counts(Some(&[g2]), t, t + 2 * day).await.unwrap(),
-            RunCounts { succeeded: 0, failed: 1, running: 0 }
+            RunCounts {
+                succeeded: 0,
+                failed: 1,
+                running: 0
+            }
         );
-        assert_eq!(store.run_counts(None, t + 2 * day, t + 3 * day).await.unwrap(), RunCounts::default());
+        assert_eq!(
+            store
+                .run_counts(None, t + 2 * day, t + 3 * day)
+                .await
+                .unwrap(),
+            RunCounts::default()
+        );
 
         assert_eq!(store.count_fires_since(None, t).await.unwrap(), 2);
         assert_eq!(store.count_fires_since(None, t + 1).await.unwrap(), 1);
-        assert_eq!(store.count_fires_since(Some(&[g1]), t + 1).await.unwrap(), 0);
+        assert_eq!(
+            store.count_fires_since(Some(&[g1]), t + 1).await.unwrap(),
+            0
+        );
 
-        let running = store.runs_in_states(None, &["triggering", "running"], 10).await.unwrap();
-        assert_eq!(running.iter().map(|r| r.id).collect::<Vec<_>>(), vec![r1[2]]);
+        let running = store
+            .runs_in_states(None, &["triggering", "running"], 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            running.iter().map(|r| r.id).collect::<Vec<_>>(),
+            vec![r1[2]]
+        );
         let failed = store
             .runs_in_states(None, &["failed", "timed_out", "killed", "lost"], 10)
             .await
@@ -226,11 +384,18 @@ async fn dashboard_aggregates_respect_scope() {
             .await
             .unwrap()
             .is_empty());
-        assert!(store.runs_in_states(None, &[], 10).await.unwrap().is_empty());
+        assert!(store
+            .runs_in_states(None, &[], 10)
+            .await
+            .unwrap()
+            .is_empty());
 
         let mut names = store.job_names(&[j3, j1, 999]).await.unwrap();
         names.sort();
-        assert_eq!(names, vec![(j1, "alpha".to_string()), (j3, "gamma".to_string())]);
+        assert_eq!(
+            names,
+            vec![(j1, "alpha".to_string()), (j3, "gamma".to_string())]
+        );
         assert!(store.job_names(&[]).await.unwrap().is_empty());
         let _ = j2;
     })

@@ -598,6 +598,91 @@ mod tests {
         );
     }
 
+    /// The keys of one language of `web/i18n.js`.
+    fn i18n_keys(lang: &str) -> std::collections::BTreeSet<String> {
+        let src = include_str!("../../../web/i18n.js");
+        let start = src
+            .find(&format!("\n{lang}: {{"))
+            .unwrap_or_else(|| panic!("no {lang} section"));
+        let body = &src[start + 1..];
+        let end = body.find("\n}").expect("section end");
+        body[..end]
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix('\''))
+            .filter_map(|l| l.split_once("':").map(|(k, _)| k.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_label_is_translated() {
+        use crate::model::{
+            AddressType, MisfireStrategy, Role, RunState, ScheduleType, ShardingMode, TriggerType,
+        };
+        use shardline_executor::protocol::{BlockStrategy, GlueType};
+
+        let en = i18n_keys("en");
+        let zh = i18n_keys("zh");
+        assert!(en.len() > 200, "{}", en.len());
+        assert_eq!(
+            en.symmetric_difference(&zh).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "keys in one language only"
+        );
+        // Every literal key the page script asks for.
+        let app = include_str!("../../../web/app.js");
+        let mut used = 0;
+        for (i, _) in app.match_indices("t('") {
+            if i > 0
+                && (app.as_bytes()[i - 1].is_ascii_alphanumeric() || app.as_bytes()[i - 1] == b'_')
+            {
+                continue; // e.g. `input('…'`
+            }
+            let rest = &app[i + 3..];
+            let key = &rest[..rest.find('\'').unwrap()];
+            if key.ends_with('.') {
+                continue; // a prefix completed at run time, checked below
+            }
+            assert!(
+                en.contains(key),
+                "app.js uses {key:?}, missing from i18n.js"
+            );
+            used += 1;
+        }
+        assert!(used > 200, "{used}");
+        // Every value the server can send for the enums the console shows.
+        let mut want: Vec<String> = Vec::new();
+        want.extend(RunState::ALL.iter().map(|v| format!("state.{v}")));
+        want.extend(TriggerType::ALL.iter().map(|v| format!("trigger.{v}")));
+        want.extend(ScheduleType::ALL.iter().map(|v| format!("sched.{v}")));
+        want.extend(MisfireStrategy::ALL.iter().map(|v| format!("misfire.{v}")));
+        want.extend(ShardingMode::ALL.iter().map(|v| format!("mode.{v}")));
+        want.extend(AddressType::ALL.iter().map(|v| format!("addr.{v}")));
+        want.extend(Role::ALL.iter().map(|v| format!("role.{v}")));
+        want.extend(
+            crate::route::RouteStrategy::ALL
+                .iter()
+                .map(|v| format!("route.{}", v.as_str())),
+        );
+        want.extend(
+            BlockStrategy::ALL
+                .iter()
+                .map(|v| format!("block.{}", v.as_str())),
+        );
+        want.extend(
+            GlueType::ALL
+                .iter()
+                .filter(|g| **g != GlueType::GlueGroovy)
+                .map(|v| format!("glue.{}", v.as_str())),
+        );
+        for s in ["AVERAGE", "ODEVITY", "ROTATE", "WEIGHTED", "AFFINITY"] {
+            assert!(crate::sharding::parse_strategy(s).is_ok(), "{s}");
+            want.push(format!("strategy.{s}"));
+        }
+        for k in want {
+            assert!(en.contains(&k), "no translation for {k}");
+        }
+    }
+
     #[test]
     fn every_asset_is_present() {
         for a in ASSETS {
