@@ -115,38 +115,21 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings) -> anyhow::Result<
         let schedule = Schedule::parse("CRON", conf, "", &settings.timezone)
             .map_err(|e| anyhow::anyhow!(e.message))?;
         let job = Job {
-            id: 0,
             group_id,
             name: name.into(),
             description: "created by `shardline-admin demo`".into(),
             schedule_type: "CRON".into(),
             schedule_conf: conf.into(),
-            timezone: String::new(),
             handler: "demoShardingHandler".into(),
-            params: String::new(),
-            route_strategy: "FIRST".into(),
-            block_strategy: "SERIAL_EXECUTION".into(),
             timeout_s: 60,
             retry_count: 1,
             retry_interval_s: 2,
             retry_backoff: 2,
-            misfire_strategy: "DO_NOTHING".into(),
             sharding_mode: mode.into(),
             sharding_total: total,
-            sharding_strategy: "AVERAGE".into(),
-            item_params: String::new(),
-            max_node: 0,
-            resume_checkpoint: 0,
-            child_job_ids: String::new(),
-            glue_type: "BEAN".into(),
-            glue_source: String::new(),
-            glue_updated_at: 0,
-            alarm_targets: String::new(),
             enabled: 1,
             next_fire_at: schedule.first_after(now),
-            last_fire_at: None,
-            created_at: now,
-            updated_at: now,
+            ..Job::default()
         };
         store.create_job(&job, now).await?;
     }

@@ -234,6 +234,47 @@ pub struct Job {
     pub updated_at: i64,
 }
 
+impl Default for Job {
+    /// A job as the API creates it when a field is not given: no schedule, FIRST route, serial
+    /// execution, no sharding, a BEAN handler still to be named.
+    fn default() -> Self {
+        Job {
+            id: 0,
+            group_id: 0,
+            name: String::new(),
+            description: String::new(),
+            schedule_type: ScheduleType::None.as_str().into(),
+            schedule_conf: String::new(),
+            timezone: String::new(),
+            handler: String::new(),
+            params: String::new(),
+            route_strategy: "FIRST".into(),
+            block_strategy: "SERIAL_EXECUTION".into(),
+            timeout_s: 0,
+            retry_count: 0,
+            retry_interval_s: 0,
+            retry_backoff: 1,
+            misfire_strategy: MisfireStrategy::DoNothing.as_str().into(),
+            sharding_mode: ShardingMode::None.as_str().into(),
+            sharding_total: 1,
+            sharding_strategy: "AVERAGE".into(),
+            item_params: String::new(),
+            max_node: 0,
+            resume_checkpoint: 0,
+            child_job_ids: String::new(),
+            glue_type: "BEAN".into(),
+            glue_source: String::new(),
+            glue_updated_at: 0,
+            alarm_targets: String::new(),
+            enabled: 0,
+            next_fire_at: None,
+            last_fire_at: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+}
+
 impl Job {
     pub fn child_ids(&self) -> Vec<i64> {
         self.child_job_ids

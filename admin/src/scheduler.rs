@@ -91,28 +91,6 @@ pub fn plan_job(
     }
     let mut fires = Vec::new();
     let mut t = Some(next);
-    if next < now {
-        // Late but within the threshold (the admin was briefly away): fire once now for the
-        // planned time, and resume from now instead of replaying every fire missed meanwhile.
-        fires.push(PlannedFire {
-            planned_at: next,
-            trigger_type: regular.as_str(),
-        });
-        if fix_delay {
-            return JobPlan {
-                fires,
-                next_fire_at: None,
-                stop: false,
-            };
-        }
-        t = schedule.next_after_planned(next);
-        while let Some(at) = t {
-            if at > now {
-                break;
-            }
-            t = schedule.next_after_planned(at);
-        }
-    }
     while let Some(at) = t {
         if at > horizon || fires.len() >= MAX_FIRES_PER_JOB {
             break;
@@ -130,6 +108,11 @@ pub fn plan_job(
             };
         }
         t = schedule.next_after_planned(at);
+        // A fire late but within the threshold (the admin was briefly away) happens once; the
+        // ones missed meanwhile are not replayed, the schedule resumes from now.
+        while let Some(missed) = t.filter(|x| *x <= now) {
+            t = schedule.next_after_planned(missed);
+        }
     }
     JobPlan {
         stop: t.is_none(),
@@ -499,35 +482,14 @@ mod tests_support {
             id: 1,
             group_id: 1,
             name: "j".into(),
-            description: String::new(),
             schedule_type: schedule_type.into(),
             schedule_conf: conf.into(),
             timezone: "UTC".into(),
             handler: "h".into(),
-            params: String::new(),
-            route_strategy: "FIRST".into(),
-            block_strategy: "SERIAL_EXECUTION".into(),
-            timeout_s: 0,
-            retry_count: 0,
-            retry_interval_s: 0,
-            retry_backoff: 1,
             misfire_strategy: misfire.into(),
-            sharding_mode: "NONE".into(),
-            sharding_total: 1,
-            sharding_strategy: "AVERAGE".into(),
-            item_params: String::new(),
-            max_node: 0,
-            resume_checkpoint: 0,
-            child_job_ids: String::new(),
-            glue_type: "BEAN".into(),
-            glue_source: String::new(),
-            glue_updated_at: 0,
-            alarm_targets: String::new(),
             enabled: 1,
             next_fire_at: next,
-            last_fire_at: None,
-            created_at: 0,
-            updated_at: 0,
+            ..Job::default()
         }
     }
 }

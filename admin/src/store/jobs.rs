@@ -7,6 +7,72 @@ use crate::model::Job;
 
 pub(crate) const JOB_COLS: &str = "id, group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at";
 
+/// The columns a client sets, in the order [`bind_job!`] binds them.
+const JOB_WRITE_COLS: [&str; 28] = [
+    "group_id",
+    "name",
+    "description",
+    "schedule_type",
+    "schedule_conf",
+    "timezone",
+    "handler",
+    "params",
+    "route_strategy",
+    "block_strategy",
+    "timeout_s",
+    "retry_count",
+    "retry_interval_s",
+    "retry_backoff",
+    "misfire_strategy",
+    "sharding_mode",
+    "sharding_total",
+    "sharding_strategy",
+    "item_params",
+    "max_node",
+    "resume_checkpoint",
+    "child_job_ids",
+    "glue_type",
+    "glue_source",
+    "glue_updated_at",
+    "alarm_targets",
+    "enabled",
+    "next_fire_at",
+];
+
+/// Binds the [`JOB_WRITE_COLS`] of a job, in order.
+macro_rules! bind_job {
+    ($q:expr, $j:expr) => {
+        $q.bind($j.group_id)
+            .bind(&$j.name)
+            .bind(&$j.description)
+            .bind(&$j.schedule_type)
+            .bind(&$j.schedule_conf)
+            .bind(&$j.timezone)
+            .bind(&$j.handler)
+            .bind(&$j.params)
+            .bind(&$j.route_strategy)
+            .bind(&$j.block_strategy)
+            .bind($j.timeout_s)
+            .bind($j.retry_count)
+            .bind($j.retry_interval_s)
+            .bind($j.retry_backoff)
+            .bind(&$j.misfire_strategy)
+            .bind(&$j.sharding_mode)
+            .bind($j.sharding_total)
+            .bind(&$j.sharding_strategy)
+            .bind(&$j.item_params)
+            .bind($j.max_node)
+            .bind($j.resume_checkpoint)
+            .bind(&$j.child_job_ids)
+            .bind(&$j.glue_type)
+            .bind(&$j.glue_source)
+            .bind($j.glue_updated_at)
+            .bind(&$j.alarm_targets)
+            .bind($j.enabled)
+            .bind($j.next_fire_at)
+    };
+}
+
 /// Filters of the job list; every field optional.
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
@@ -33,16 +99,13 @@ pub struct GlueVersion {
 impl Store {
     /// Inserts a job (its `id`, `created_at` and `updated_at` are ignored) and returns its id.
     pub async fn create_job(&self, j: &Job, now: i64) -> StoreResult<i64> {
-        let sql = "INSERT INTO jobs (group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-        let id = with_pool!(self, pool => sqlx::query(sql)
-            .bind(j.group_id).bind(&j.name).bind(&j.description).bind(&j.schedule_type)
-            .bind(&j.schedule_conf).bind(&j.timezone).bind(&j.handler).bind(&j.params)
-            .bind(&j.route_strategy).bind(&j.block_strategy).bind(j.timeout_s).bind(j.retry_count)
-            .bind(j.retry_interval_s).bind(j.retry_backoff).bind(&j.misfire_strategy)
-            .bind(&j.sharding_mode).bind(j.sharding_total).bind(&j.sharding_strategy)
-            .bind(&j.item_params).bind(j.max_node).bind(j.resume_checkpoint).bind(&j.child_job_ids)
-            .bind(&j.glue_type).bind(&j.glue_source).bind(j.glue_updated_at).bind(&j.alarm_targets)
-            .bind(j.enabled).bind(j.next_fire_at).bind(j.last_fire_at).bind(now).bind(now)
+        let sql = format!(
+            "INSERT INTO jobs ({}, last_fire_at, created_at, updated_at) VALUES ({}?, ?, ?)",
+            JOB_WRITE_COLS.join(", "),
+            "?, ".repeat(JOB_WRITE_COLS.len())
+        );
+        let id = with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
+            .bind(j.last_fire_at).bind(now).bind(now)
             .execute(pool).await.map(Done::from))?
         .insert_id();
         Ok(id)
@@ -50,16 +113,13 @@ impl Store {
 
     /// Replaces every client-set field of a job; returns `NotFound` for an unknown id.
     pub async fn update_job(&self, j: &Job, now: i64) -> StoreResult<()> {
-        let sql = "UPDATE jobs SET group_id = ?, name = ?, description = ?, schedule_type = ?, schedule_conf = ?, timezone = ?, handler = ?, params = ?, route_strategy = ?, block_strategy = ?, timeout_s = ?, retry_count = ?, retry_interval_s = ?, retry_backoff = ?, misfire_strategy = ?, sharding_mode = ?, sharding_total = ?, sharding_strategy = ?, item_params = ?, max_node = ?, resume_checkpoint = ?, child_job_ids = ?, glue_type = ?, glue_source = ?, glue_updated_at = ?, alarm_targets = ?, enabled = ?, next_fire_at = ?, updated_at = ? WHERE id = ?";
-        let n = with_pool!(self, pool => sqlx::query(sql)
-            .bind(j.group_id).bind(&j.name).bind(&j.description).bind(&j.schedule_type)
-            .bind(&j.schedule_conf).bind(&j.timezone).bind(&j.handler).bind(&j.params)
-            .bind(&j.route_strategy).bind(&j.block_strategy).bind(j.timeout_s).bind(j.retry_count)
-            .bind(j.retry_interval_s).bind(j.retry_backoff).bind(&j.misfire_strategy)
-            .bind(&j.sharding_mode).bind(j.sharding_total).bind(&j.sharding_strategy)
-            .bind(&j.item_params).bind(j.max_node).bind(j.resume_checkpoint).bind(&j.child_job_ids)
-            .bind(&j.glue_type).bind(&j.glue_source).bind(j.glue_updated_at).bind(&j.alarm_targets)
-            .bind(j.enabled).bind(j.next_fire_at).bind(now).bind(j.id)
+        let sets: Vec<String> = JOB_WRITE_COLS.iter().map(|c| format!("{c} = ?")).collect();
+        let sql = format!(
+            "UPDATE jobs SET {}, updated_at = ? WHERE id = ?",
+            sets.join(", ")
+        );
+        let n = with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
+            .bind(now).bind(j.id)
             .execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {

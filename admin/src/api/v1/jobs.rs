@@ -135,43 +135,6 @@ fn view(job: Job) -> JobView {
     }
 }
 
-fn new_job_defaults() -> Job {
-    Job {
-        id: 0,
-        group_id: 0,
-        name: String::new(),
-        description: String::new(),
-        schedule_type: "NONE".into(),
-        schedule_conf: String::new(),
-        timezone: String::new(),
-        handler: String::new(),
-        params: String::new(),
-        route_strategy: RouteStrategy::First.as_str().into(),
-        block_strategy: BlockStrategy::SerialExecution.as_str().into(),
-        timeout_s: 0,
-        retry_count: 0,
-        retry_interval_s: 0,
-        retry_backoff: 1,
-        misfire_strategy: MisfireStrategy::DoNothing.as_str().into(),
-        sharding_mode: ShardingMode::None.as_str().into(),
-        sharding_total: 1,
-        sharding_strategy: "AVERAGE".into(),
-        item_params: String::new(),
-        max_node: 0,
-        resume_checkpoint: 0,
-        child_job_ids: String::new(),
-        glue_type: GlueType::Bean.as_str().into(),
-        glue_source: String::new(),
-        glue_updated_at: 0,
-        alarm_targets: String::new(),
-        enabled: 0,
-        next_fire_at: None,
-        last_fire_at: None,
-        created_at: 0,
-        updated_at: 0,
-    }
-}
-
 /// Bytes a TEXT column holds on MySQL.
 const MAX_TEXT_BYTES: usize = 65_535;
 
@@ -489,7 +452,7 @@ async fn create(
         .glue_remark
         .clone()
         .unwrap_or_else(|| "first version".into());
-    let (job, glue_changed) = merge_and_validate(&st, &caller, &new_job_defaults(), body).await?;
+    let (job, glue_changed) = merge_and_validate(&st, &caller, &Job::default(), body).await?;
     let now = now_ms();
     let id = st.store.create_job(&job, now).await?;
     if job.enabled != 0 {
