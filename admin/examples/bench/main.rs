@@ -1,0 +1,626 @@
+//! Shardline's load harness: one command that starts the admin as a release process on a fresh
+//! database, drives it with SDK executors, and prints the figures of the product brief as a table
+//! and as JSON (also written to a file).
+//!
+//! ```text
+//! cargo run --release -p shardline-admin --example bench -- [--quick] [--db sqlite,mysql] [--peer ratchjob]
+//! ```
+//!
+//! * The admin runs as its own process (`target/<profile>/shardline-admin`, built first), so its
+//!   CPU and RSS come from `/proc/<pid>`. The executors driving it run inside this harness process
+//!   (their CPU is never counted as the admin's); the SDK-memory and failover scenarios start
+//!   executors as child processes of this same binary (`--role`).
+//! * Lateness is `dispatched_at - planned_at` of the `fires` rows planned in the steady window;
+//!   runs/s counts `runs` rows that reached a final state and were stored in the window.
+//! * `--peer ratchjob` runs the same scenarios against ratch-job (XXL-JOB compatible, in-memory
+//!   Raft store) with the same executors, where it can express them.
+//!
+//! `--quick` uses small numbers and finishes in well under a minute; the CI smoke test runs it.
+
+mod execs;
+mod floor;
+mod ours;
+mod peer;
+mod sys;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::{json, Value};
+
+use ours::{AdminProc, BenchDb, DbKind, SteadySpec};
+
+#[derive(Debug, Parser)]
+#[command(name = "bench", about = "Shardline load harness")]
+struct Args {
+    /// Small numbers, a few seconds per scenario (the CI smoke test).
+    #[arg(long)]
+    quick: bool,
+    /// Databases to run the admin on (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DbKind::Sqlite])]
+    db: Vec<DbKind>,
+    /// Also measure this peer admin on the same machine in the same run.
+    #[arg(long, value_enum)]
+    peer: Option<peer::Peer>,
+    /// The ratch-job binary (default: target/peer/ratchjob/bin/ratchjob, then `ratchjob` on PATH).
+    #[arg(long)]
+    ratchjob_bin: Option<PathBuf>,
+    /// The admin binary (default: built from this workspace in the harness's profile).
+    #[arg(long)]
+    admin_bin: Option<PathBuf>,
+    /// MariaDB server for `--db mysql` (a `shardline_bench_*` database is created and dropped).
+    #[arg(long, default_value = "mysql://root@127.0.0.1:3306")]
+    mysql_url: String,
+    /// Where the JSON report is written.
+    #[arg(long, default_value = "target/bench/report.json")]
+    out: PathBuf,
+    /// Scenarios to run (comma-separated; default all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Scenario>,
+    /// Jobs firing every second in the high-rate scenario (default 10 000, quick 200).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Length of each steady measurement window in seconds (default 30, quick 3).
+    #[arg(long)]
+    window_s: Option<u64>,
+    /// In-process executors driving the admin (default 4, quick 2).
+    #[arg(long)]
+    executors: Option<usize>,
+
+    // Child-process roles of this binary.
+    #[arg(long, value_enum, hide = true)]
+    role: Option<execs::Role>,
+    #[arg(long, hide = true, default_value = "")]
+    role_admin: String,
+    #[arg(long, hide = true, default_value = "")]
+    role_appname: String,
+    #[arg(long, hide = true, default_value = "")]
+    role_token: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// Loopback HTTP and batched-insert floors.
+    Floor,
+    /// Idle admin: RSS and CPU.
+    Idle,
+    /// 1 000 executors beating every 30 s (simulated registry calls).
+    Beats,
+    /// 1 000 jobs every second, then 10 000 jobs every second.
+    Rate,
+    /// 100 000 jobs defined.
+    ManyJobs,
+    /// SDK executor memory with 100 idle handlers.
+    Sdk,
+    /// Shard failover after executors are killed with -9.
+    Failover,
+}
+
+/// The sizes of one harness run.
+struct Plan {
+    quick: bool,
+    executors: usize,
+    low_jobs: usize,
+    high_jobs: usize,
+    warmup: Duration,
+    window: Duration,
+    beat_executors: usize,
+    beat_period: Duration,
+    beat_window: Duration,
+    many_jobs: usize,
+    failover_items: i64,
+    idle_window: Duration,
+    floor_http: Duration,
+    floor_rows: usize,
+    floor_batch: usize,
+}
+
+impl Plan {
+    fn of(a: &Args) -> Plan {
+        let q = a.quick;
+        let window = Duration::from_secs(a.window_s.unwrap_or(if q { 3 } else { 30 }).max(1));
+        Plan {
+            quick: q,
+            executors: a.executors.unwrap_or(if q { 2 } else { 4 }).max(1),
+            low_jobs: if q { 50 } else { 1_000 },
+            high_jobs: a.jobs.unwrap_or(if q { 200 } else { 10_000 }),
+            warmup: Duration::from_secs(if q { 2 } else { 10 }),
+            window,
+            beat_executors: if q { 100 } else { 1_000 },
+            beat_period: Duration::from_secs(if q { 3 } else { 30 }),
+            beat_window: Duration::from_secs(if q { 3 } else { 60 }),
+            many_jobs: if q { 1_000 } else { 100_000 },
+            failover_items: if q { 4 } else { 6 },
+            idle_window: Duration::from_secs(if q { 2 } else { 10 }),
+            floor_http: Duration::from_secs(if q { 1 } else { 5 }),
+            floor_rows: if q { 5_000 } else { 100_000 },
+            floor_batch: 1_000,
+        }
+    }
+}
+
+/// Collects figures and the errors that prevented some of them.
+struct Report {
+    root: serde_json::Map<String, Value>,
+    errors: Vec<String>,
+}
+
+impl Report {
+    fn set(&mut self, path: &[&str], v: Value) {
+        let mut node = &mut self.root;
+        for key in &path[..path.len() - 1] {
+            let entry = node
+                .entry(key.to_string())
+                .or_insert_with(|| Value::Object(Default::default()));
+            if !entry.is_object() {
+                *entry = Value::Object(Default::default());
+            }
+            node = entry.as_object_mut().expect("object");
+        }
+        node.insert(path[path.len() - 1].to_string(), v);
+    }
+
+    /// Records the result of a scenario, or its error.
+    fn record(&mut self, path: &[&str], r: anyhow::Result<Value>) {
+        match r {
+            Ok(v) => {
+                println!("  {} = {v}", path.join("."));
+                self.set(path, v);
+            }
+            Err(e) => {
+                let msg = format!("{}: {e:#}", path.join("."));
+                eprintln!("  error: {msg}");
+                self.errors.push(msg);
+                self.set(path, Value::Null);
+            }
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if let Some(role) = args.role {
+        return rt.block_on(execs::run_role(
+            role,
+            &args.role_admin,
+            &args.role_appname,
+            &args.role_token,
+        ));
+    }
+    let code = rt.block_on(run(args))?;
+    std::process::exit(code);
+}
+
+async fn run(args: Args) -> anyhow::Result<i32> {
+    let plan = Plan::of(&args);
+    let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
+    let work = tempfile::Builder::new()
+        .prefix("shardline-bench-")
+        .tempdir()?;
+    let log_dir = work.path().to_path_buf();
+    let mut report = Report {
+        root: Default::default(),
+        errors: Vec::new(),
+    };
+    let command: Vec<String> = std::env::args().skip(1).collect();
+    report.set(
+        &["harness"],
+        json!({
+            "mode": if plan.quick { "quick" } else { "full" },
+            "arguments": command,
+            "profile": sys::profile_dir().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+            "started_at": chrono::Utc::now().to_rfc3339(),
+            "load_before": sys::load_average(),
+            "machine": sys::machine(),
+            "executors": format!("{} SDK executors inside the harness process (their CPU is not the admin's); SDK memory and failover executors are child processes", plan.executors),
+        }),
+    );
+    report.set(&["targets"], targets());
+    println!("logs of started processes: {}", log_dir.display());
+
+    if wants(Scenario::Floor) {
+        println!("floors");
+        report.record(
+            &["floors", "axum_loopback"],
+            floor::axum_rps(plan.floor_http, 64).await,
+        );
+        for kind in &args.db {
+            report.record(
+                &["floors", &format!("{}_batched_inserts", kind.name())],
+                floor::inserts(*kind, &args.mysql_url, plan.floor_rows, plan.floor_batch).await,
+            );
+        }
+    }
+
+    let admin_bin = match ours::admin_binary(args.admin_bin.as_deref()) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            report.errors.push(format!("admin binary: {e:#}"));
+            None
+        }
+    };
+    if let Some(bin) = &admin_bin {
+        for kind in &args.db {
+            let name = format!("shardline_{}", kind.name());
+            println!("{name}");
+            shardline_suite(
+                &plan,
+                &args,
+                *kind,
+                bin,
+                &log_dir,
+                &name,
+                &mut report,
+                &wants,
+            )
+            .await;
+        }
+    }
+    if let Some(p) = args.peer {
+        println!("{}", p.name());
+        peer::suite(
+            p,
+            &plan,
+            args.ratchjob_bin.as_deref(),
+            &log_dir,
+            &mut report,
+            &wants,
+        )
+        .await;
+    }
+
+    report.set(&["harness", "load_after"], json!(sys::load_average()));
+    report.set(
+        &["harness", "finished_at"],
+        json!(chrono::Utc::now().to_rfc3339()),
+    );
+    let checks = checks(&report.root);
+    report.set(&["checks"], checks);
+    report.set(&["errors"], json!(report.errors));
+    let root = Value::Object(report.root.clone());
+    print_table(&root);
+    if let Some(parent) = args.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let text = serde_json::to_string_pretty(&root)?;
+    std::fs::write(&args.out, &text)?;
+    println!("\n{text}");
+    println!("report written to {}", args.out.display());
+    if !report.errors.is_empty() {
+        // Keep the started processes' logs for a look at what failed.
+        let kept = work.keep();
+        eprintln!(
+            "{} scenario(s) failed; logs kept in {}",
+            report.errors.len(),
+            kept.display()
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Every Shardline scenario on one database kind.
+#[allow(clippy::too_many_arguments)]
+async fn shardline_suite(
+    plan: &Plan,
+    args: &Args,
+    kind: DbKind,
+    bin: &std::path::Path,
+    log_dir: &std::path::Path,
+    name: &str,
+    report: &mut Report,
+    wants: &dyn Fn(Scenario) -> bool,
+) {
+    // One admin for idle → beats → 1 000 jobs/s → 10 000 jobs/s.
+    if wants(Scenario::Idle) || wants(Scenario::Beats) || wants(Scenario::Rate) {
+        let r = async {
+            let db = BenchDb::fresh(kind, &args.mysql_url, "main").await?;
+            let admin = AdminProc::start(bin, &db, log_dir, &format!("{name}-main")).await?;
+            Ok::<_, anyhow::Error>((db, admin))
+        }
+        .await;
+        match r {
+            Err(e) => report.record(&["systems", name, "start"], Err(e)),
+            Ok((db, mut admin)) => {
+                if wants(Scenario::Idle) {
+                    report.record(
+                        &["systems", name, "idle"],
+                        Ok(ours::idle(admin.pid(), plan.idle_window).await),
+                    );
+                }
+                if wants(Scenario::Beats) {
+                    let url = format!("{}/api/registry", admin.base);
+                    report.record(
+                        &["systems", name, "beats"],
+                        Ok(ours::beats(
+                            admin.pid(),
+                            &admin.http,
+                            &url,
+                            ours::ACCESS_TOKEN,
+                            plan.beat_executors,
+                            plan.beat_period,
+                            plan.beat_window,
+                        )
+                        .await),
+                    );
+                }
+                if wants(Scenario::Rate) {
+                    let r = rates(plan, &mut admin, &db, name, report).await;
+                    if let Err(e) = r {
+                        report.record(&["systems", name, "rate"], Err(e));
+                    }
+                }
+                admin.stop();
+                db.drop_db().await;
+            }
+        }
+    }
+    if wants(Scenario::ManyJobs) {
+        let r = async {
+            let db = BenchDb::fresh(kind, &args.mysql_url, "jobs").await?;
+            let mut admin = AdminProc::start(bin, &db, log_dir, &format!("{name}-jobs")).await?;
+            let gid = admin.create_group(ours::APPNAME).await?;
+            let v = ours::jobs_defined(&mut admin, gid, plan.many_jobs).await;
+            admin.stop();
+            db.drop_db().await;
+            v
+        }
+        .await;
+        report.record(&["systems", name, "many_jobs"], r);
+    }
+    if wants(Scenario::Sdk) || wants(Scenario::Failover) {
+        let r = async {
+            let db = BenchDb::fresh(kind, &args.mysql_url, "fo").await?;
+            let admin = AdminProc::start(bin, &db, log_dir, &format!("{name}-fo")).await?;
+            Ok::<_, anyhow::Error>((db, admin))
+        }
+        .await;
+        match r {
+            Err(e) => report.record(&["systems", name, "failover"], Err(e)),
+            Ok((db, admin)) => {
+                if wants(Scenario::Sdk) {
+                    report.record(
+                        &["systems", name, "sdk"],
+                        ours::sdk_rss(&admin, log_dir).await,
+                    );
+                }
+                if wants(Scenario::Failover) {
+                    report.record(
+                        &["systems", name, "failover"],
+                        ours::failover(&admin, log_dir, plan.failover_items).await,
+                    );
+                }
+                admin.stop();
+                db.drop_db().await;
+            }
+        }
+    }
+}
+
+/// The low-rate then the high-rate steady windows on one admin, with in-process executors.
+async fn rates(
+    plan: &Plan,
+    admin: &mut AdminProc,
+    db: &BenchDb,
+    name: &str,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let gid = admin.create_group(ours::APPNAME).await?;
+    let observed = execs::Observed::new();
+    let executors = execs::InProcess::start(
+        plan.executors,
+        ours::APPNAME,
+        &admin.base,
+        ours::ACCESS_TOKEN,
+        observed.clone(),
+    )
+    .await?;
+    admin.wait_executors(gid, plan.executors).await?;
+    let reader = db.reader().await?;
+    let mut created = 0;
+    for (key, jobs) in [("low_rate", plan.low_jobs), ("high_rate", plan.high_jobs)] {
+        if jobs > created {
+            let failed = admin
+                .create_jobs(gid, created, jobs - created, "* * * * * ?")
+                .await?;
+            anyhow::ensure!(failed == 0, "{failed} jobs could not be created");
+            created = jobs;
+        }
+        let spec = SteadySpec {
+            jobs,
+            warmup: plan.warmup,
+            window: plan.window,
+        };
+        let r = ours::steady(admin, &reader, &observed, &spec).await;
+        report.record(&["systems", name, key], r);
+    }
+    reader.close().await;
+    executors.stop().await;
+    Ok(())
+}
+
+/// The figures of the brief and their limits.
+fn targets() -> Value {
+    json!({
+        "lateness_p50_ms": {"max": 5, "scenario": "high_rate (10 000 jobs every second)"},
+        "lateness_p99_ms": {"max": 20, "scenario": "high_rate"},
+        "runs_per_s": {"min": 10_000, "peer_ratio_min": 5, "scenario": "high_rate"},
+        "cpu_pct_at_1000_runs_per_s": {"max": 10, "scenario": "low_rate (1 000 jobs every second)"},
+        "idle_rss_mib": {"max": 16.7, "note": "ratch-job's idle RSS as measured for the brief"},
+        "rss_at_1000_runs_per_s_mib": {"max": 40},
+        "rss_with_100000_jobs_mib": {"max": 150},
+        "sdk_rss_mib": {"max": 10},
+        "failover_ms": {"max": 1_000},
+        "beats_cpu_pct": {"max": 2, "scenario": "1 000 executors beating every 30 s"},
+    })
+}
+
+fn num(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut n = v;
+    for p in path {
+        n = n.get(*p)?;
+    }
+    n.as_f64()
+}
+
+/// Each Shardline figure against its target (only meaningful for full-size runs).
+fn checks(root: &serde_json::Map<String, Value>) -> Value {
+    let root = Value::Object(root.clone());
+    let peer_rate = num(&root, &["systems", "ratchjob", "high_rate", "runs_per_s"]);
+    let mut out = Vec::new();
+    let Some(systems) = root.get("systems").and_then(Value::as_object) else {
+        return json!([]);
+    };
+    for (name, s) in systems.iter().filter(|(n, _)| n.starts_with("shardline")) {
+        let mut check = |figure: &str, value: Option<f64>, limit: f64, max: bool| {
+            out.push(json!({
+                "system": name, "figure": figure, "value": value, "limit": limit,
+                "kind": if max { "max" } else { "min" },
+                "met": value.map(|v| if max { v <= limit } else { v >= limit }),
+            }));
+        };
+        check(
+            "lateness_p50_ms",
+            num(s, &["high_rate", "lateness_p50_ms"]),
+            5.0,
+            true,
+        );
+        check(
+            "lateness_p99_ms",
+            num(s, &["high_rate", "lateness_p99_ms"]),
+            20.0,
+            true,
+        );
+        let rate = num(s, &["high_rate", "runs_per_s"]);
+        check("runs_per_s", rate, 10_000.0, false);
+        if let (Some(r), Some(p)) = (rate, peer_rate) {
+            check(
+                "runs_per_s_vs_peer",
+                Some(sys::r1(r / p.max(0.001))),
+                5.0,
+                false,
+            );
+        }
+        check(
+            "cpu_pct_at_low_rate",
+            num(s, &["low_rate", "cpu_pct"]),
+            10.0,
+            true,
+        );
+        check("idle_rss_mib", num(s, &["idle", "rss_mib"]), 16.7, true);
+        check(
+            "rss_at_low_rate_mib",
+            num(s, &["low_rate", "rss_max_mib"]),
+            40.0,
+            true,
+        );
+        check(
+            "rss_many_jobs_mib",
+            num(s, &["many_jobs", "rss_max_mib"]),
+            150.0,
+            true,
+        );
+        check("sdk_rss_mib", num(s, &["sdk", "rss_mib"]), 10.0, true);
+        check(
+            "failed_dispatch_to_redispatch_ms",
+            num(s, &["failover", "failed_dispatch_to_redispatch_max_ms"]),
+            1_000.0,
+            true,
+        );
+        check(
+            "lost_detect_to_redispatch_ms",
+            num(s, &["failover", "detect_to_redispatch_max_ms"]),
+            1_000.0,
+            true,
+        );
+        check("beats_cpu_pct", num(s, &["beats", "cpu_pct"]), 2.0, true);
+    }
+    Value::Array(out)
+}
+
+/// The summary table: one row per figure, one column per system.
+fn print_table(root: &Value) {
+    let systems: Vec<(String, Value)> = root
+        .get("systems")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    let rows: [(&str, &str, &[&str]); 16] = [
+        (
+            "lateness p50 (ms)",
+            "≤ 5",
+            &["high_rate", "lateness_p50_ms"],
+        ),
+        (
+            "lateness p99 (ms)",
+            "≤ 20",
+            &["high_rate", "lateness_p99_ms"],
+        ),
+        (
+            "executor-seen lateness p99 (ms)",
+            "",
+            &["high_rate", "executor_lateness_p99_ms"],
+        ),
+        (
+            "runs/s stored (high rate)",
+            "≥ 10 000",
+            &["high_rate", "runs_per_s"],
+        ),
+        (
+            "runs/s executed (high rate)",
+            "",
+            &["high_rate", "executor_runs_per_s"],
+        ),
+        ("admin CPU % (high rate)", "", &["high_rate", "cpu_pct"]),
+        ("runs/s (low rate)", "", &["low_rate", "runs_per_s"]),
+        ("admin CPU % (low rate)", "≤ 10", &["low_rate", "cpu_pct"]),
+        ("RSS idle (MiB)", "≤ 16.7", &["idle", "rss_mib"]),
+        (
+            "RSS low rate, max (MiB)",
+            "≤ 40",
+            &["low_rate", "rss_max_mib"],
+        ),
+        (
+            "RSS many jobs, max (MiB)",
+            "≤ 150",
+            &["many_jobs", "rss_max_mib"],
+        ),
+        ("SDK RSS, 100 handlers (MiB)", "≤ 10", &["sdk", "rss_mib"]),
+        (
+            "failed dispatch → re-dispatch (ms)",
+            "≤ 1000",
+            &["failover", "failed_dispatch_to_redispatch_max_ms"],
+        ),
+        (
+            "lost detected → re-dispatch (ms)",
+            "≤ 1000",
+            &["failover", "detect_to_redispatch_max_ms"],
+        ),
+        (
+            "kill -9 → re-dispatch (ms)",
+            "",
+            &["failover", "kill_to_redispatch_max_ms"],
+        ),
+        ("admin CPU %, beats", "≤ 2", &["beats", "cpu_pct"]),
+    ];
+    let mut header = format!("\n{:<36} {:>10}", "figure", "target");
+    for (name, _) in &systems {
+        header.push_str(&format!(" {name:>18}"));
+    }
+    println!("{header}");
+    for (label, target, path) in rows {
+        let mut line = format!("{label:<36} {target:>10}");
+        for (_, s) in &systems {
+            let cell = num(s, path).map_or_else(|| "-".to_string(), |v| format!("{v}"));
+            line.push_str(&format!(" {cell:>18}"));
+        }
+        println!("{line}");
+    }
+    if let Some(f) = root.get("floors") {
+        println!("floors: {f}");
+    }
+}

@@ -1,0 +1,262 @@
+//! What the harness reads from the operating system: a process's CPU time and resident memory from
+//! `/proc`, the machine's description, free ports, and child processes that die with the harness.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// CPU time (user + system) of a process in seconds, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; the fields after it start past its `)`.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the whole line (utime, stime) are 12 and 13 here.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf only reads a constant of the running system.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// A field of `/proc/<pid>/status` in MiB (`VmRSS`, `VmHWM`, `RssAnon`, `RssFile`).
+pub fn status_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.split(':').next() == Some(field))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmRSS")
+}
+
+/// CPU use of a process over a window, as a percentage of one core.
+pub struct CpuWindow {
+    pid: u32,
+    cpu: f64,
+    at: Instant,
+}
+
+impl CpuWindow {
+    pub fn start(pid: u32) -> CpuWindow {
+        CpuWindow {
+            pid,
+            cpu: cpu_seconds(pid).unwrap_or(0.0),
+            at: Instant::now(),
+        }
+    }
+
+    pub fn percent(&self) -> Option<f64> {
+        let used = cpu_seconds(self.pid)? - self.cpu;
+        let wall = self.at.elapsed().as_secs_f64();
+        (wall > 0.0).then(|| used / wall * 100.0)
+    }
+}
+
+/// Samples a process's RSS once a second until stopped; gives the mean and the maximum.
+pub struct RssSampler {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Vec<f64>>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32) -> RssSampler {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let s = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut samples = Vec::new();
+            loop {
+                if let Some(r) = rss_mib(pid) {
+                    samples.push(r);
+                }
+                tokio::select! {
+                    _ = s.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+            samples
+        });
+        RssSampler { stop, task }
+    }
+
+    /// (mean, max) in MiB.
+    pub async fn finish(self) -> (Option<f64>, Option<f64>) {
+        self.stop.cancel();
+        let samples = self.task.await.unwrap_or_default();
+        if samples.is_empty() {
+            return (None, None);
+        }
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        let max = samples.iter().cloned().fold(f64::MIN, f64::max);
+        (Some(mean), Some(max))
+    }
+}
+
+/// The pid of the running MariaDB/MySQL server, if there is one on this machine.
+pub fn mysqld_pid() -> Option<u32> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) {
+            if matches!(comm.trim(), "mariadbd" | "mysqld") {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// CPU model, core count, memory and kernel, for the report.
+pub fn machine() -> serde_json::Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map(|kb| (kb / 1024.0 / 1024.0 * 10.0).round() / 10.0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    serde_json::json!({
+        "cpu_model": model,
+        "cores": cores,
+        "memory_gib": mem_gib,
+        "kernel": kernel,
+    })
+}
+
+/// A TCP port free on 127.0.0.1 at the time of the call.
+pub fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing harness leaves nothing
+/// running behind it.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command, log_dir: &Path) -> anyhow::Result<Proc> {
+        let out = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
+        let err = out.try_clone()?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {name}: {e}"))?;
+        Ok(Proc {
+            child,
+            name: name.to_string(),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fails when the process has already exited (it crashed or refused its configuration).
+    pub fn check_alive(&mut self, log_dir: &Path) -> anyhow::Result<()> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let log = std::fs::read_to_string(log_dir.join(format!("{}.log", self.name)))
+                .unwrap_or_default();
+            let tail: String = log
+                .lines()
+                .rev()
+                .take(20)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            anyhow::bail!("{} exited ({status}):\n{tail}", self.name);
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    pub fn terminate(&mut self, grace: Duration) {
+        // SAFETY: signals a child this harness started and has not reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The folder of the running harness binary's profile (`target/release` or `target/debug`).
+pub fn profile_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    // The example lives in target/<profile>/examples/.
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .ok_or_else(|| anyhow::anyhow!("cannot locate the target folder from {}", exe.display()))
+}
+
+/// Percentile (0..=100) of sorted values by nearest rank.
+pub fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Rounds to one decimal for the report.
+pub fn r1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
