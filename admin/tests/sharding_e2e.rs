@@ -407,8 +407,14 @@ async fn items_average_three_executors_eight_items() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_executor_items_fail_over_within_a_second() {
     let _turn = SERIAL.lock().await;
-    let db = TestDb::sqlite();
-    let admin = TestAdmin::start(&db).await;
+    for db in TestDb::all().await {
+        kill_scenario(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn kill_scenario(db: &TestDb) {
+    let admin = TestAdmin::start(db).await;
     let gid = group(&admin, "kill-app").await;
     let mut procs = processes(3, "kill-app", &admin, gid).await;
     // 100 ids per item, 30 ms each: an item takes about 3 s.
@@ -473,7 +479,8 @@ async fn killed_executor_items_fail_over_within_a_second() {
         let detected = lost["finished_at"].as_i64().unwrap();
         let redispatched = again["dispatched_at"].as_i64().unwrap();
         println!(
-            "item {i}: kill -> lost {} ms, kill -> re-dispatched {} ms (detection -> re-dispatch {} ms)",
+            "[{}] item {i}: kill -> lost {} ms, kill -> re-dispatched {} ms (detection -> re-dispatch {} ms)",
+            db.kind(),
             detected - killed_at,
             redispatched - killed_at,
             redispatched - detected
@@ -667,8 +674,14 @@ async fn stopped_executor_leaves_no_coverage_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn takeover_and_next_fire_resume_from_the_checkpoint() {
     let _turn = SERIAL.lock().await;
-    let db = TestDb::sqlite();
-    let admin = TestAdmin::start(&db).await;
+    for db in TestDb::all().await {
+        checkpoint_scenario(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn checkpoint_scenario(db: &TestDb) {
+    let admin = TestAdmin::start(db).await;
     let gid = group(&admin, "cp-app").await;
     let mut procs = processes(2, "cp-app", &admin, gid).await;
     // Item 0 owns the even ids of 1..=400 (200 ids, 20 ms each, about 4 s) and checkpoints after
@@ -713,7 +726,8 @@ async fn takeover_and_next_fire_resume_from_the_checkpoint() {
         "the takeover started from the checkpoint, not from the start"
     );
     println!(
-        "kill -> takeover dispatched {} ms",
+        "[{}] kill -> takeover dispatched {} ms",
+        db.kind(),
         takeover["dispatched_at"].as_i64().unwrap() - killed_at
     );
     let started: Vec<Value> = procs[1]
