@@ -950,18 +950,20 @@
 
   async function firesPage(root, params, query) {
     const offset = Number(query.offset || 0);
-    const filter = { job_id: query.job_id || '', state: query.state || '' };
+    const filter = { job_id: query.job_id || '', state: query.state || '', from: query.from || '', to: query.to || '' };
     const [page, jobOpts] = await Promise.all([get('/fires' + qs(Object.assign({}, filter, { offset, limit: PAGE }))), jobFilterOptions()]);
     const names = await jobNames(page.items.map((f) => f.job_id));
     const go = (f) => { location.hash = '#/fires' + qs(f); };
     const form = h('form', { class: 'filters', id: 'fire-filters' },
       select('job_id', jobOpts, filter.job_id),
       select('state', [['', t('filter.anyState')], ...opts('state', FIRE_STATES)], filter.state),
+      h('label', { class: 'inline' }, t('filter.from'), input('from', toLocalInput(Number(filter.from)), { type: 'datetime-local' })),
+      h('label', { class: 'inline' }, t('filter.to'), input('to', toLocalInput(Number(filter.to)), { type: 'datetime-local' })),
       h('button', { type: 'submit' }, t('common.search')));
     form.addEventListener('submit', (e) => {
       e.preventDefault();
       const fd = new FormData(form);
-      go({ job_id: fd.get('job_id'), state: fd.get('state') });
+      go({ job_id: fd.get('job_id'), state: fd.get('state'), from: fromLocalInput(fd.get('from')), to: fromLocalInput(fd.get('to')) });
     });
     append(root,
       h('div', { class: 'page-head' }, h('h1', null, t('nav.fires'))),

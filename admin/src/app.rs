@@ -204,9 +204,13 @@ pub async fn serve(
 
     let app = api::router(state);
     tracing::info!(address = %local, node = %node_id, "shardline admin listening");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    // The peer address feeds the console's per-address login limit.
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await?;
 
     stop.cancel();
     let _ = scheduler_task.await;

@@ -176,7 +176,13 @@ async fn print_fires(store: Store, stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
-        let Ok((fires, _)) = store.list_fires(None, None, None, 0, 50).await else {
+        let Ok((fires, _)) = store
+            .list_fires(&crate::store::FireFilter {
+                limit: 50,
+                ..Default::default()
+            })
+            .await
+        else {
             continue;
         };
         let mut done: Vec<_> = fires

@@ -5,7 +5,8 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Job, RunState};
 use shardline_admin::store::{
-    CallbackOutcome, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store, StoreError,
+    CallbackOutcome, FireFilter, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store,
+    StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -323,7 +324,14 @@ async fn fires_runs_and_callbacks() {
             .await
             .unwrap();
         assert_eq!((list.len(), total), (2, 3), "{kind}");
-        let (fires, n) = s.list_fires(None, Some(j), None, 0, 10).await.unwrap();
+        let (fires, n) = s
+            .list_fires(&FireFilter {
+                job_id: Some(j),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         assert_eq!((fires.len(), n), (1, 1));
     })
     .await;

@@ -52,6 +52,8 @@ pub fn router(state: AppState) -> Router {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub user: User,
+    /// Signed in through the console (a person), rather than with an API token (automation).
+    pub console: bool,
 }
 
 impl Caller {
@@ -94,7 +96,10 @@ impl FromRequestParts<AppState> for Caller {
             if let Some(user) =
                 crate::console::session::api_user(state, &parts.method, &parts.headers).await?
             {
-                return Ok(Caller { user });
+                return Ok(Caller {
+                    user,
+                    console: true,
+                });
             }
         }
         let header = parts
@@ -112,9 +117,10 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::unauthorized("Authorization header must be 'Bearer <token>'")
             })?;
-        authenticate_token(state, token)
-            .await
-            .map(|user| Caller { user })
+        authenticate_token(state, token).await.map(|user| Caller {
+            user,
+            console: false,
+        })
     }
 }
 

@@ -43,6 +43,18 @@ pub enum CallbackOutcome {
     Unknown,
 }
 
+/// Filters of the fire list (times are planned times, epoch ms).
+#[derive(Debug, Clone, Default)]
+pub struct FireFilter {
+    pub group_ids: Option<Vec<i64>>,
+    pub job_id: Option<i64>,
+    pub state: Option<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    pub offset: i64,
+    pub limit: i64,
+}
+
 /// Filters of the run list.
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
@@ -403,43 +415,38 @@ impl Store {
         )
     }
 
-    /// Fires of a job, newest first.
-    pub async fn list_fires(
-        &self,
-        group_ids: Option<&[i64]>,
-        job_id: Option<i64>,
-        state: Option<&str>,
-        offset: i64,
-        limit: i64,
-    ) -> StoreResult<(Vec<Fire>, i64)> {
-        fn push_where<'a, DB: sqlx::Database>(
-            qb: &mut QueryBuilder<'a, DB>,
-            group_ids: Option<&'a [i64]>,
-            job_id: Option<i64>,
-            state: Option<&'a str>,
-        ) where
+    /// Fires matching `f`, newest first, with the total count.
+    pub async fn list_fires(&self, f: &FireFilter) -> StoreResult<(Vec<Fire>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a FireFilter)
+        where
             i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         {
             qb.push(" WHERE 1 = 1");
-            if let Some(ids) = group_ids {
+            if let Some(ids) = &f.group_ids {
                 push_in(qb, "group_id", ids);
             }
-            if let Some(j) = job_id {
+            if let Some(j) = f.job_id {
                 qb.push(" AND job_id = ").push_bind(j);
             }
-            if let Some(s) = state {
-                qb.push(" AND state = ").push_bind(s);
+            if let Some(s) = &f.state {
+                qb.push(" AND state = ").push_bind(s.as_str());
+            }
+            if let Some(t) = f.from_ms {
+                qb.push(" AND planned_at >= ").push_bind(t);
+            }
+            if let Some(t) = f.to_ms {
+                qb.push(" AND planned_at < ").push_bind(t);
             }
         }
-        let limit = limit.clamp(1, 1000);
+        let limit = f.limit.clamp(1, 1000);
         let out = with_pool!(self, pool => {
             let mut qb = QueryBuilder::new(format!("SELECT {FIRE_COLS} FROM fires"));
-            push_where(&mut qb, group_ids, job_id, state);
-            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(offset.max(0));
+            push_where(&mut qb, f);
+            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
             let rows = qb.build_query_as::<Fire>().fetch_all(pool).await?;
             let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM fires");
-            push_where(&mut cq, group_ids, job_id, state);
+            push_where(&mut cq, f);
             let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
             (rows, total)
         });

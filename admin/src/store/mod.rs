@@ -22,7 +22,7 @@ mod sched;
 pub mod sessions;
 mod users;
 
-pub use fires::{CallbackOutcome, NewRun, RunFilter, RunUpdate};
+pub use fires::{CallbackOutcome, FireFilter, NewRun, RunFilter, RunUpdate};
 pub use groups::GroupInput;
 pub use jobs::{GlueVersion, JobFilter};
 pub use sched::{sched_key, ClaimedFire, JobPlan, PlannedFire};

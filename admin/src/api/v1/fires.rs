@@ -13,7 +13,7 @@ use super::jobs::Page;
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, Run, RunState};
-use crate::store::RunFilter;
+use crate::store::{FireFilter, RunFilter};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -30,6 +30,10 @@ pub fn routes() -> Router<AppState> {
 struct FireQuery {
     job_id: Option<i64>,
     state: Option<String>,
+    /// Planned time from, epoch ms (inclusive).
+    from: Option<i64>,
+    /// Planned time to, epoch ms (exclusive).
+    to: Option<i64>,
     #[serde(default)]
     offset: i64,
     limit: Option<i64>,
@@ -40,23 +44,25 @@ async fn list_fires(
     caller: Caller,
     Query(q): Query<FireQuery>,
 ) -> Result<Json<Page<Fire>>, ApiError> {
-    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
-    let scope = caller.group_scope();
-    let (items, total) = st
-        .store
-        .list_fires(
-            scope.as_deref(),
-            q.job_id,
-            q.state.as_deref().filter(|s| !s.is_empty()),
-            q.offset,
-            limit,
-        )
-        .await?;
+    let state = q.state.filter(|s| !s.is_empty());
+    if let Some(s) = &state {
+        crate::model::FireState::parse(s).map_err(|e| ApiError::field("state", e))?;
+    }
+    let f = FireFilter {
+        group_ids: caller.group_scope(),
+        job_id: q.job_id,
+        state,
+        from_ms: q.from,
+        to_ms: q.to,
+        offset: q.offset.max(0),
+        limit: q.limit.unwrap_or(50).clamp(1, 1000),
+    };
+    let (items, total) = st.store.list_fires(&f).await?;
     Ok(Json(Page {
         items,
         total,
-        offset: q.offset.max(0),
-        limit,
+        offset: f.offset,
+        limit: f.limit,
     }))
 }
 

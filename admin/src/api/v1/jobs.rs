@@ -588,7 +588,12 @@ async fn trigger(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?
     };
-    let mut req = FireRequest::manual(TriggerType::Api);
+    // XXL-JOB's vocabulary: a person's "run once" is MANUAL, automation is API.
+    let mut req = FireRequest::manual(if caller.console {
+        TriggerType::Manual
+    } else {
+        TriggerType::Api
+    });
     if let Some(p) = &body.params {
         check_text("params", p)?;
     }

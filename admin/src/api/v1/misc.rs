@@ -128,7 +128,9 @@ pub fn openapi() -> Value {
             "/jobs/{id}/next": {"parameters": [id], "get": {"summary": "Next planned fire times", "responses": with_errors(json!({"200": obj("times", "Times")}))}},
             "/fires": {"get": {"summary": "List fires", "parameters": [
                 {"name": "job_id", "in": "query", "schema": {"type": "integer"}},
-                {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["triggering", "running", "succeeded", "failed"]}},
+                {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["scheduled", "skipped", "triggering", "running", "succeeded", "failed"]}},
+                {"name": "from", "in": "query", "schema": {"type": "integer", "description": "planned time from, epoch ms"}},
+                {"name": "to", "in": "query", "schema": {"type": "integer", "description": "planned time to, epoch ms"}},
                 {"name": "offset", "in": "query", "schema": {"type": "integer"}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
                 "responses": with_errors(json!({"200": page("fires")}))}},
