@@ -119,20 +119,20 @@ struct Plan {
 impl Plan {
     fn of(a: &Args) -> Plan {
         let q = a.quick;
-        let window = Duration::from_secs(a.window_s.unwrap_or(if q { 3 } else { 30 }).max(1));
+        let window = Duration::from_secs(a.window_s.unwrap_or(if q { 2 } else { 30 }).max(1));
         Plan {
             quick: q,
             executors: a.executors.unwrap_or(if q { 2 } else { 4 }).max(1),
             low_jobs: if q { 50 } else { 1_000 },
             high_jobs: a.jobs.unwrap_or(if q { 200 } else { 10_000 }),
-            warmup: Duration::from_secs(if q { 2 } else { 10 }),
+            warmup: Duration::from_secs(if q { 1 } else { 10 }),
             window,
             beat_executors: if q { 100 } else { 1_000 },
             beat_period: Duration::from_secs(if q { 3 } else { 30 }),
-            beat_window: Duration::from_secs(if q { 3 } else { 60 }),
-            many_jobs: if q { 1_000 } else { 100_000 },
+            beat_window: Duration::from_secs(if q { 2 } else { 60 }),
+            many_jobs: if q { 500 } else { 100_000 },
             failover_items: if q { 4 } else { 6 },
-            idle_window: Duration::from_secs(if q { 2 } else { 10 }),
+            idle_window: Duration::from_secs(if q { 1 } else { 10 }),
             floor_http: Duration::from_secs(if q { 1 } else { 5 }),
             floor_rows: if q { 5_000 } else { 100_000 },
             floor_batch: 1_000,

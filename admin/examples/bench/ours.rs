@@ -752,7 +752,7 @@ pub async fn failover(admin: &AdminProc, log_dir: &Path, items: i64) -> anyhow::
         .api(
             reqwest::Method::POST,
             "/jobs",
-            Some(job("failover-b", 3_000)),
+            Some(job("failover-b", 2_000)),
         )
         .await?;
     let jid = j["id"].as_i64().unwrap_or_default();
