@@ -3,6 +3,7 @@
 // The OpenAPI document is one large `json!` literal.
 #![recursion_limit = "512"]
 
+pub mod alarm;
 pub mod api;
 pub mod app;
 pub mod auth;
@@ -13,11 +14,10 @@ pub mod cron;
 pub mod demo;
 pub mod metrics;
 pub mod model;
+pub mod monitor;
 pub mod route;
 pub mod schedule;
+pub mod scheduler;
 pub mod sharding;
 pub mod store;
 pub mod trigger;
-pub mod scheduler;
-pub mod alarm;
-pub mod monitor;
