@@ -324,6 +324,18 @@ async fn recording_executor(
     .await
 }
 
+/// Registration metadata as an executor reads it from `SHARDLINE_EXECUTOR_<key>=<value>`.
+fn meta_from_env(key: &str, value: &str) -> shardline_executor::protocol::ExecutorMeta {
+    let var = format!("SHARDLINE_EXECUTOR_{key}");
+    shardline_executor::ExecutorConfig::from_lookup(|k| match k {
+        "SHARDLINE_EXECUTOR_APPNAME" => Some("any".to_string()),
+        k if k == var => Some(value.to_string()),
+        _ => None,
+    })
+    .expect("valid executor environment")
+    .meta
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. Fixed items with AVERAGE
 
@@ -908,18 +920,32 @@ async fn affinity_labels_and_weights_from_registration() {
     let gid = group(&admin, "aff-app").await;
     let calls: Calls = Arc::default();
     let none = Arc::default();
-    let labels = [vec!["shanghai"], vec!["beijing"], vec![]];
+    let labels = ["shanghai", "beijing", ""];
     let mut execs = Vec::new();
-    for (who, l) in labels.iter().enumerate() {
-        let l: Vec<String> = l.iter().map(|s| s.to_string()).collect();
+    for (who, l) in labels.into_iter().enumerate() {
+        let meta = meta_from_env("LABELS", l);
         execs.push(
             recording_executor("aff-app", &admin, who, &calls, &none, move |c| {
-                c.meta.labels = l;
+                c.meta = meta
             })
             .await,
         );
     }
     admin.wait_executors(gid, 3).await;
+    let registered = admin.get(&format!("/groups/{gid}/executors")).await;
+    for (who, e) in execs.iter().enumerate() {
+        let view = registered
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == e.address.as_str())
+            .unwrap_or_else(|| panic!("{} not registered: {registered}", e.address));
+        let expected: Vec<&str> = Some(labels[who])
+            .filter(|l| !l.is_empty())
+            .into_iter()
+            .collect();
+        assert_eq!(view["labels"], json!(expected), "{registered}");
+    }
     let jid = items_job(
         &admin,
         gid,
@@ -963,12 +989,10 @@ async fn affinity_labels_and_weights_from_registration() {
     let gid = group(&admin, "w-app").await;
     let wcalls: Calls = Arc::default();
     let mut wexecs = Vec::new();
-    for (who, weight) in [1u32, 3].into_iter().enumerate() {
+    for (who, weight) in ["1", "3"].into_iter().enumerate() {
+        let meta = meta_from_env("WEIGHT", weight);
         wexecs.push(
-            recording_executor("w-app", &admin, who, &wcalls, &none, move |c| {
-                c.meta.weight = Some(weight);
-            })
-            .await,
+            recording_executor("w-app", &admin, who, &wcalls, &none, move |c| c.meta = meta).await,
         );
     }
     admin.wait_executors(gid, 2).await;
