@@ -289,8 +289,8 @@ where
     }
 }
 
-/// In-process executors whose `record` handler notes (executor, item, total, item param, key)
-/// and fails once on the items listed in `fail_once`.
+/// In-process executors whose `record` handler notes (executor, item, total, item param, key),
+/// takes 100 ms, and fails once on the items listed in `fail_once`.
 type Calls = Arc<Mutex<Vec<(usize, i32, i32, Option<String>, Option<String>)>>>;
 
 async fn recording_executor(
@@ -314,6 +314,8 @@ async fn recording_executor(
                     ctx.item_param().map(str::to_string),
                     ctx.idempotency_key().map(str::to_string),
                 ));
+                // Long enough for the sibling items on one executor to overlap.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 if fail_once.lock().unwrap().remove(&item) {
                     return JobResult::fail(format!("item {item} fails on purpose"));
                 }
@@ -404,6 +406,24 @@ async fn items_average_three_executors_eight_items() {
             assert!(key.is_some(), "a Shardline admin sends an idempotency key");
         }
         assert_one_success_per_item(&fire);
+
+        // Sibling items on one executor all run, whatever the block strategy.
+        for block in ["DISCARD_LATER", "COVER_EARLY"] {
+            calls.lock().unwrap().clear();
+            admin
+                .put(&format!("/jobs/{jid}"), json!({"block_strategy": block}))
+                .await;
+            let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+            assert_eq!(
+                fire["coverage"]["summary"], "8/8 items succeeded",
+                "{block}: {fire}"
+            );
+            assert_eq!(runs(&fire).len(), 8, "{block}: {fire}");
+            let mut items: Vec<i32> = calls.lock().unwrap().iter().map(|c| c.1).collect();
+            items.sort();
+            assert_eq!(items, (0..8).collect::<Vec<_>>(), "{block}");
+            assert_one_success_per_item(&fire);
+        }
 
         for e in execs {
             e.stop().await;
@@ -1268,6 +1288,63 @@ async fn max_node_calls_exactly_m_executors_whose_partitions_cover_the_table() {
     for (i, n) in table.iter().enumerate() {
         assert_eq!(n.load(Ordering::Relaxed), 1, "id {} processed once", i + 1);
     }
+    assert_one_success_per_item(&fire);
+
+    // A dead executor that is still registered, at the lowest address so maxNode picks it: its
+    // shard runs on a live executor with the same index and total, and the table is still
+    // covered exactly once.
+    let dead = "http://127.0.0.1:1/";
+    let reg = admin
+        .http
+        .post(admin.url("/api/registry"))
+        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
+        .json(
+            &json!({"registryGroup": "EXECUTOR", "registryKey": "wide-app", "registryValue": dead}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    admin.wait_executors(gid, 21).await;
+    for n in table.iter() {
+        n.store(0, Ordering::Relaxed);
+    }
+    called.lock().unwrap().clear();
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["state"], "succeeded", "{fire}");
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    let first = &fire["coverage"]["items"][0];
+    assert_eq!(
+        first["history"],
+        json!([format!("failed on {dead}")]),
+        "{fire}"
+    );
+    for r in current_runs(&fire).values() {
+        assert_eq!(r["shard_total"], 8);
+        assert_ne!(r["executor_address"], dead);
+    }
+    let calls = called.lock().unwrap().clone();
+    let indexes: Vec<i32> = calls
+        .iter()
+        .map(|c| c.1)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(indexes, (0..8).collect::<Vec<_>>(), "{calls:?}");
+    assert_eq!(calls.len(), 8, "{calls:?}");
+    assert!(calls.iter().all(|c| c.2 == 8), "{calls:?}");
+    for (i, n) in table.iter().enumerate() {
+        assert_eq!(n.load(Ordering::Relaxed), 1, "id {} processed once", i + 1);
+    }
+    assert_one_success_per_item(&fire);
+
+    // Known dead now: the next fire leaves it out and calls 8 live executors again.
+    called.lock().unwrap().clear();
+    let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+    assert_eq!(fire["coverage"]["summary"], "8/8 items succeeded");
+    assert_eq!(runs(&fire).len(), 8, "no failover needed: {fire}");
+    let whos: BTreeSet<usize> = called.lock().unwrap().iter().map(|c| c.0).collect();
+    assert_eq!(whos.len(), 8);
     assert_one_success_per_item(&fire);
 
     for e in execs {
