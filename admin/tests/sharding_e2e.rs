@@ -590,6 +590,12 @@ async fn stopped_executor_leaves_no_coverage_gap() {
         );
     }
     assert_one_success_per_item(&fire);
+    let first_fire_id = fire["id"].as_i64().unwrap();
+    let timed_out: Vec<i64> = runs(&fire)
+        .iter()
+        .filter(|r| r["executor_address"] == procs[1].address.as_str())
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
 
     // (b) Stopped in the middle of a fire: its runs are declared lost and run elsewhere.
     let on_c = procs[2].events("start").len();
@@ -659,9 +665,11 @@ async fn stopped_executor_leaves_no_coverage_gap() {
     }
     assert_one_success_per_item(&fire);
 
-    // The stopped executor wakes up and finishes its stale runs: its results and checkpoints
-    // must not count, the takeover's stand.
+    // Both stopped executors wake up. The third finishes its lost runs; the second may run the
+    // requests whose dispatch timed out (they sat in its socket). Their results and checkpoints
+    // must not count: the takeovers' stand.
     procs[2].signal("CONT");
+    procs[1].signal("CONT");
     let stale: Vec<i64> = lost.iter().map(|l| l["id"].as_i64().unwrap()).collect();
     wait_until(
         Duration::from_secs(10),
@@ -677,8 +685,40 @@ async fn stopped_executor_leaves_no_coverage_gap() {
         },
     )
     .await;
-    // Give its callbacks time to arrive.
+    let woke = Instant::now();
+    while woke.elapsed() < Duration::from_millis(2_500) {
+        let done = procs[1].events("done");
+        if timed_out
+            .iter()
+            .all(|id| done.iter().any(|e| e["log_id"] == *id))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "the second executor ran {} of the {} requests that timed out while it was stopped",
+        procs[1]
+            .events("done")
+            .iter()
+            .filter(|e| timed_out.contains(&e["log_id"].as_i64().unwrap_or(0)))
+            .count(),
+        timed_out.len()
+    );
+    // Give their callbacks time to arrive.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let first = admin.get(&format!("/fires/{first_fire_id}")).await;
+    assert_eq!(first["state"], "succeeded", "{first}");
+    assert_eq!(first["coverage"]["summary"], "6/6 items succeeded");
+    for r in runs(&first) {
+        if timed_out.contains(&r["id"].as_i64().unwrap()) {
+            assert_eq!(
+                r["state"], "failed",
+                "a late result does not revive a failed dispatch"
+            );
+        }
+    }
+    assert_one_success_per_item(&first);
     let fire = admin.get(&format!("/fires/{fire_id}")).await;
     assert_eq!(fire["state"], "succeeded", "{fire}");
     for l in &lost {
