@@ -152,11 +152,11 @@ async fn checkpoint(State(state): State<AppState>, headers: HeaderMap, body: Byt
             return fail("checkpoint failed: database unavailable");
         }
     };
-    // Only the run that owns the item now may move its checkpoint: a run declared lost whose
-    // executor wakes up later, or one replaced by a takeover, would drag the item back.
-    if run.superseded != 0 || RunState::parse(&run.state).is_ok_and(RunState::is_final) {
+    // A run declared lost whose executor wakes up later, or one replaced by a takeover, would
+    // drag the item back behind the run that owns it now.
+    if run.superseded != 0 || run.state == RunState::Lost.as_str() {
         return fail(format!(
-            "run {} is no longer the item's current run ({}); checkpoint ignored",
+            "run {} was replaced or declared lost ({}); checkpoint ignored",
             run.id, run.state
         ));
     }
