@@ -151,9 +151,14 @@ pub(crate) struct Inner {
 impl Inner {
     /// `/run`: resolves the handler, applies maxNode, and queues the run. `Err` is the message of
     /// the refusal the admin records as a failed trigger.
-    pub(crate) fn run(&self, req: TriggerRequest) -> Result<(), String> {
+    pub(crate) fn run(&self, mut req: TriggerRequest) -> Result<(), String> {
         if !self.workers.is_started() {
             return Err("executor is not started (call serve or start_background)".to_string());
+        }
+        // Some admins (ratch-job) send 0 of 0 for a fire that is not sharded; Java executors take
+        // it without complaint, so it means "one shard" here too.
+        if req.broadcast_total == 0 && req.broadcast_index == 0 {
+            req.broadcast_total = 1;
         }
         if req.broadcast_total < 1
             || req.broadcast_index < 0

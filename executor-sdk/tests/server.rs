@@ -183,6 +183,21 @@ async fn invalid_trigger_fields_are_refused() {
     ex.stop().await;
 }
 
+/// ratch-job sends 0 of 0 for a fire that is not sharded; it runs as the one shard.
+#[tokio::test]
+async fn zero_of_zero_shards_is_one_shard() {
+    let ex = TestExecutor::start(|_| {}, demo).await;
+    ex.run_ok(&trigger_with(
+        1,
+        1,
+        "demoJobHandler",
+        json!({"broadcastIndex": 0, "broadcastTotal": 0}),
+    ))
+    .await;
+    assert_eq!(ex.admin.callback(1).await.handle_code, 200);
+    ex.stop().await;
+}
+
 #[tokio::test]
 async fn oversized_request_gets_an_envelope() {
     let ex = TestExecutor::start(|c| c.max_request_bytes = 4096, demo).await;
