@@ -67,6 +67,9 @@ struct Args {
     /// In-process executors driving the admin (default 4, quick 2).
     #[arg(long)]
     executors: Option<usize>,
+    /// Keep the logs of the started processes even when every scenario succeeded.
+    #[arg(long)]
+    keep_logs: bool,
 
     // Child-process roles of this binary.
     #[arg(long, value_enum, hide = true)]
@@ -290,7 +293,7 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     std::fs::write(&args.out, &text)?;
     println!("\n{text}");
     println!("report written to {}", args.out.display());
-    if !report.errors.is_empty() {
+    if !report.errors.is_empty() || args.keep_logs {
         // Keep the started processes' logs for a look at what failed.
         let kept = work.keep();
         eprintln!(
@@ -298,9 +301,8 @@ async fn run(args: Args) -> anyhow::Result<i32> {
             report.errors.len(),
             kept.display()
         );
-        return Ok(1);
     }
-    Ok(0)
+    Ok(if report.errors.is_empty() { 0 } else { 1 })
 }
 
 /// Every Shardline scenario on one database kind.
