@@ -251,30 +251,38 @@ impl LostRuns {
                 None
             };
             let Some(reason) = reason else { continue };
-            if !self
-                .store
-                .finish_run(run.id, RunState::Lost, 500, &format!("lost: {reason}"), now)
-                .await?
-            {
-                continue;
+            let msg = format!("lost: {reason}");
+            if sharded {
+                // Shard failover: the item runs elsewhere now, not after a retry delay. The run is
+                // declared lost and replaced in one transaction.
+                let Some(fire) = self.store.get_fire(run.fire_id).await? else {
+                    continue;
+                };
+                match self
+                    .dispatcher
+                    .fail_over_lost(&fire, std::slice::from_ref(&run), &msg)
+                    .await
+                {
+                    Ok(ids) if ids.is_empty() => continue,
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, run_id = run.id, "lost item not re-dispatched");
+                        continue;
+                    }
+                }
+            } else {
+                if !self
+                    .store
+                    .finish_run(run.id, RunState::Lost, 500, &msg, now)
+                    .await?
+                {
+                    continue;
+                }
+                self.dispatcher.refresh(run.fire_id).await?;
             }
             lost += 1;
             self.metrics.runs_lost.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(run_id = run.id, fire_id = run.fire_id, %reason, "run lost");
-            let Some(fire) = self.store.get_fire(run.fire_id).await? else {
-                continue;
-            };
-            if sharded {
-                // Shard failover: the same item runs elsewhere now, not after a retry delay.
-                self.dispatcher.avoid(&run.executor_address);
-                let mut failed = run.clone();
-                failed.state = RunState::Lost.as_str().into();
-                if let Err(e) = self.dispatcher.redispatch(&fire, &[failed]).await {
-                    tracing::warn!(error = %e, run_id = run.id, "lost item not re-dispatched");
-                }
-            } else {
-                self.dispatcher.refresh(run.fire_id).await?;
-            }
         }
         Ok(lost)
     }

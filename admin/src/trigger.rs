@@ -737,7 +737,7 @@ impl Dispatcher {
                 };
                 let ids = self
                     .store
-                    .add_attempts(&fire, &[replaced], &[new], now_ms())
+                    .add_attempts(&fire, &[(replaced, new)], None, now_ms())
                     .await?;
                 for r in self.store.runs_by_ids(&ids).await? {
                     pending.push((w.clone(), r));
@@ -780,6 +780,30 @@ impl Dispatcher {
 
     /// Re-dispatches the given runs of a fire as new attempts (retry of failed items, lost runs).
     pub async fn redispatch(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
+        self.replace_runs(fire, runs, None).await
+    }
+
+    /// Declares open runs lost (their executor died) and runs their items elsewhere at once, as
+    /// new attempts with the same item and total. Runs whose result arrived meanwhile are left
+    /// alone. Returns the ids of the new runs.
+    pub async fn fail_over_lost(
+        &self,
+        fire: &Fire,
+        runs: &[Run],
+        reason: &str,
+    ) -> Result<Vec<i64>, TriggerError> {
+        for r in runs {
+            self.mark_unhealthy(&r.executor_address);
+        }
+        self.replace_runs(fire, runs, Some(reason)).await
+    }
+
+    async fn replace_runs(
+        &self,
+        fire: &Fire,
+        runs: &[Run],
+        lost: Option<&str>,
+    ) -> Result<Vec<i64>, TriggerError> {
         if runs.is_empty() {
             return Ok(vec![]);
         }
@@ -787,26 +811,31 @@ impl Dispatcher {
         let group = self.store.get_group(job.group_id).await?;
         let targets = self.targets(&group, None).await?;
         let unhealthy = self.unhealthy_set();
-        let mut news = Vec::with_capacity(runs.len());
-        for r in runs {
-            let address = self
-                .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
-                .unwrap_or_default();
-            news.push(NewRun {
-                shard_index: r.shard_index,
-                shard_total: r.shard_total,
-                attempt: r.attempt + 1,
-                executor_address: address,
-                handler: r.handler.clone(),
-                params: r.params.clone(),
-                item_param: r.item_param.clone(),
-            });
-        }
-        let replaces: Vec<i64> = runs.iter().map(|r| r.id).collect();
+        let pairs: Vec<(i64, NewRun)> = runs
+            .iter()
+            .map(|r| {
+                let address = self
+                    .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
+                    .unwrap_or_default();
+                let new = NewRun {
+                    shard_index: r.shard_index,
+                    shard_total: r.shard_total,
+                    attempt: r.attempt + 1,
+                    executor_address: address,
+                    handler: r.handler.clone(),
+                    params: r.params.clone(),
+                    item_param: r.item_param.clone(),
+                };
+                (r.id, new)
+            })
+            .collect();
         let ids = self
             .store
-            .add_attempts(fire, &replaces, &news, now_ms())
+            .add_attempts(fire, &pairs, lost, now_ms())
             .await?;
+        if ids.is_empty() {
+            return Ok(ids);
+        }
         let stored = self.store.runs_by_ids(&ids).await?;
         let work = FireWork {
             job: Arc::new(job),

@@ -292,11 +292,14 @@ async fn fires_runs_and_callbacks() {
         let new_ids = s
             .add_attempts(
                 &f,
-                &[ids[2]],
-                &[NewRun {
-                    attempt: 1,
-                    ..run(2, 3, "b")
-                }],
+                &[(
+                    ids[2],
+                    NewRun {
+                        attempt: 1,
+                        ..run(2, 3, "b")
+                    },
+                )],
+                None,
                 160,
             )
             .await
@@ -314,6 +317,57 @@ async fn fires_runs_and_callbacks() {
         let all = s.fire_runs(fire).await.unwrap();
         assert_eq!(all.len(), 4);
 
+        // Declaring a run lost and replacing it is one step; a run that already has its result
+        // is neither declared lost nor replaced.
+        let (fire2, ids2) = s
+            .create_fire(
+                j,
+                g,
+                "MANUAL",
+                70_000,
+                None,
+                "",
+                None,
+                &[run(0, 2, "a"), run(1, 2, "b")],
+                200,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        s.apply_callbacks(&[(ids2[1], 200, "ok".into())], 210)
+            .await
+            .unwrap();
+        let f2 = s.get_fire(fire2).await.unwrap().unwrap();
+        let replaced = s
+            .add_attempts(
+                &f2,
+                &[
+                    (
+                        ids2[0],
+                        NewRun {
+                            attempt: 1,
+                            ..run(0, 2, "b")
+                        },
+                    ),
+                    (
+                        ids2[1],
+                        NewRun {
+                            attempt: 1,
+                            ..run(1, 2, "a")
+                        },
+                    ),
+                ],
+                Some("lost: executor a stopped answering"),
+                220,
+            )
+            .await
+            .unwrap();
+        assert_eq!(replaced.len(), 1, "{kind}: only the open run is replaced");
+        let lost = s.get_run(ids2[0]).await.unwrap().unwrap();
+        assert_eq!((lost.state.as_str(), lost.superseded), ("lost", 1));
+        let done = s.get_run(ids2[1]).await.unwrap().unwrap();
+        assert_eq!((done.state.as_str(), done.superseded), ("succeeded", 0));
+
         let (list, total) = s
             .list_runs(&RunFilter {
                 job_id: Some(j),
@@ -323,7 +377,8 @@ async fn fires_runs_and_callbacks() {
             })
             .await
             .unwrap();
-        assert_eq!((list.len(), total), (2, 3), "{kind}");
+        // Three succeeded runs of the first fire, one of the second.
+        assert_eq!((list.len(), total), (2, 4), "{kind}");
         let (fires, n) = s
             .list_fires(&FireFilter {
                 job_id: Some(j),
@@ -332,7 +387,21 @@ async fn fires_runs_and_callbacks() {
             })
             .await
             .unwrap();
-        assert_eq!((fires.len(), n), (1, 1));
+        assert_eq!((fires.len(), n), (2, 2));
+        let (fires, n) = s
+            .list_fires(&FireFilter {
+                job_id: Some(j),
+                from_ms: Some(65_000),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            (fires.len(), n, fires[0].id),
+            (1, 1, fire2),
+            "planned-time filter"
+        );
     })
     .await;
 }

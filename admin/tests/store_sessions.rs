@@ -318,7 +318,7 @@ async fn dashboard_aggregates_respect_scope() {
             ..run(1)
         };
         let r3 = store
-            .add_attempts(&fire1, &[r1[1]], &[retry], t + 20)
+            .add_attempts(&fire1, &[(r1[1], retry)], None, t + 20)
             .await
             .unwrap();
         store

@@ -206,31 +206,39 @@ impl Store {
         Ok(out)
     }
 
-    /// Adds runs (retries, failover attempts) to an existing fire and marks the runs they replace
-    /// as superseded, in one transaction. Returns the new run ids in input order.
+    /// Adds new attempts to a fire, each replacing one of its runs (retries, failover), in one
+    /// transaction, and puts the fire back to `running`. With `lost`, each replaced run is first
+    /// declared lost with that message — only if it is still open: a run whose result arrived
+    /// meanwhile keeps it and gets no replacement. Doing both in one transaction means no reader
+    /// ever sees the item lost without its replacement (which would make the fire look failed).
+    /// Returns the ids of the new runs.
     pub async fn add_attempts(
         &self,
         fire: &Fire,
-        replaces: &[i64],
-        runs: &[NewRun],
+        pairs: &[(i64, NewRun)],
+        lost: Option<&str>,
         now: i64,
     ) -> StoreResult<Vec<i64>> {
         let ids = with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for id in replaces {
-                sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*id).execute(&mut *tx).await?;
-            }
-            let mut ids = Vec::with_capacity(runs.len());
-            for r in runs {
-                let res = sqlx::query("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, 0, '', 0, '', ?, ?)")
-                    .bind(fire.id).bind(fire.job_id).bind(fire.group_id).bind(r.shard_index).bind(r.shard_total)
-                    .bind(r.attempt).bind(&r.executor_address).bind(&r.handler).bind(&r.params).bind(&r.item_param)
-                    .bind(RunState::Triggering.as_str()).bind(now).bind(now)
-                    .execute(&mut *tx).await.map(Done::from)?;
+            let mut ids = Vec::with_capacity(pairs.len());
+            for (replaced, run) in pairs {
+                if let Some(msg) = lost {
+                    let n = sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
+                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected();
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*replaced).execute(&mut *tx).await?;
+                let res = runs_insert(fire.id, fire.job_id, fire.group_id, std::slice::from_ref(run), now)
+                    .build().execute(&mut *tx).await.map(Done::from)?;
                 ids.push(res.insert_id());
             }
-            sqlx::query("UPDATE fires SET state = ?, finished_at = NULL WHERE id = ?")
-                .bind(FireState::Running.as_str()).bind(fire.id).execute(&mut *tx).await?;
+            if !ids.is_empty() {
+                sqlx::query("UPDATE fires SET state = ?, finished_at = NULL WHERE id = ?")
+                    .bind(FireState::Running.as_str()).bind(fire.id).execute(&mut *tx).await?;
+            }
             tx.commit().await?;
             ids
         });
