@@ -492,9 +492,16 @@ impl Dispatcher {
         if addresses.is_empty() {
             return Err("no online executor in the group".to_string());
         }
-        let group_token = match self.store.get_group(job.group_id).await {
-            Ok(g) => self.token_for(&g),
-            Err(_) => self.access_token.clone(),
+        // Only FAILOVER and BUSYOVER call executors to choose; the others need no token, and a
+        // group read per fire was a database round trip on every scheduled fire.
+        let probes = matches!(route, RouteStrategy::Failover | RouteStrategy::Busyover);
+        let group_token = if probes {
+            match self.store.get_group(job.group_id).await {
+                Ok(g) => self.token_for(&g),
+                Err(_) => self.access_token.clone(),
+            }
+        } else {
+            String::new()
         };
         let timeout = self.settings.dispatch_timeout();
         let job_id = job.id;
