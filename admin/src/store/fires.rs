@@ -159,16 +159,30 @@ impl Store {
         if items.is_empty() {
             return Ok(vec![]);
         }
+        // The runs of all fires go in shared multi-row INSERTs, and the fires are updated per
+        // distinct (item count, state): a statement per fire was a round trip per fire.
+        let rows: Vec<(i64, i64, i64, &NewRun)> = items
+            .iter()
+            .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)))
+            .collect();
+        let mut by_total: std::collections::BTreeMap<(i64, &'static str), Vec<i64>> =
+            std::collections::BTreeMap::new();
+        for (fire_id, _, _, runs) in items {
+            let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
+            by_total.entry((runs.len() as i64, state.as_str())).or_default().push(*fire_id);
+        }
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for (fire_id, job_id, group_id, runs) in items {
-                for chunk in runs.chunks(200) {
-                    runs_insert(*fire_id, *job_id, *group_id, chunk, now).build().execute(&mut *tx).await?;
+            for chunk in rows.chunks(500) {
+                runs_insert_rows(chunk, now).build().execute(&mut *tx).await?;
+            }
+            for ((total, state), ids) in &by_total {
+                for chunk in ids.chunks(500) {
+                    let mut qb = QueryBuilder::new("UPDATE fires SET total_items = ");
+                    qb.push_bind(*total).push(", state = ").push_bind(*state).push(" WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    qb.build().execute(&mut *tx).await?;
                 }
-                let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
-                sqlx::query("UPDATE fires SET total_items = ?, state = ? WHERE id = ?")
-                    .bind(runs.len() as i64).bind(state.as_str()).bind(*fire_id)
-                    .execute(&mut *tx).await?;
             }
             tx.commit().await?;
         });
@@ -548,6 +562,41 @@ where
         b.push_bind(fire_id)
             .push_bind(job_id)
             .push_bind(group_id)
+            .push_bind(r.shard_index)
+            .push_bind(r.shard_total)
+            .push_bind(r.attempt)
+            .push_bind(0i64)
+            .push_bind(r.executor_address.as_str())
+            .push_bind(r.handler.as_str())
+            .push_bind(r.params.as_str())
+            .push_bind(r.item_param.clone())
+            .push_bind(RunState::Triggering.as_str())
+            .push_bind(0i64)
+            .push_bind(String::new())
+            .push_bind(0i64)
+            .push_bind(String::new())
+            .push_bind(now)
+            .push_bind(now);
+    });
+    qb
+}
+
+/// The multi-row `INSERT` of new runs of several fires: (fire id, job id, group id, run).
+fn runs_insert_rows<'a, DB: sqlx::Database>(
+    rows: &'a [(i64, i64, i64, &'a NewRun)],
+    now: i64,
+) -> QueryBuilder<'a, DB>
+where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<String>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
+    qb.push_values(rows, |mut b, (fire_id, job_id, group_id, r)| {
+        b.push_bind(*fire_id)
+            .push_bind(*job_id)
+            .push_bind(*group_id)
             .push_bind(r.shard_index)
             .push_bind(r.shard_total)
             .push_bind(r.attempt)
