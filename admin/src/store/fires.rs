@@ -261,23 +261,46 @@ impl Store {
 
     /// Records dispatch results. A run that already has a final result (its callback won the race
     /// against this write) keeps its state.
+    ///
+    /// Results that are alike (same state, code, message, executor and time: every run an
+    /// executor accepted in one round) share one `UPDATE … WHERE id IN (…)`.
     pub async fn record_dispatches(&self, updates: &[RunUpdate]) -> StoreResult<()> {
         if updates.is_empty() {
             return Ok(());
         }
-        let sql = "UPDATE runs SET executor_address = ?, trigger_code = ?, trigger_msg = ?, dispatched_at = ?, \
-                   state = CASE WHEN state = 'triggering' THEN ? ELSE state END, \
-                   finished_at = CASE WHEN state = 'triggering' AND ? = 'failed' THEN ? ELSE finished_at END, \
-                   handle_msg = CASE WHEN state = 'triggering' AND ? = 'failed' THEN ? ELSE handle_msg END \
-                   WHERE id = ?";
+        type Key<'a> = (&'static str, i64, &'a str, &'a str, i64);
+        let mut groups: std::collections::BTreeMap<Key<'_>, Vec<i64>> =
+            std::collections::BTreeMap::new();
+        for u in updates {
+            groups
+                .entry((
+                    u.state.as_str(),
+                    u.trigger_code,
+                    u.trigger_msg.as_str(),
+                    u.executor_address.as_str(),
+                    u.at,
+                ))
+                .or_default()
+                .push(u.run_id);
+        }
+        // `state` is assigned last: MySQL evaluates assignments left to right, so the CASEs that
+        // test the old state must come before it.
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for u in updates {
-                let st = u.state.as_str();
-                sqlx::query(sql)
-                    .bind(&u.executor_address).bind(u.trigger_code).bind(&u.trigger_msg).bind(u.at)
-                    .bind(st).bind(st).bind(u.at).bind(st).bind(&u.trigger_msg).bind(u.run_id)
-                    .execute(&mut *tx).await?;
+            for ((st, code, msg, address, at), ids) in &groups {
+                for chunk in ids.chunks(500) {
+                    let mut qb = QueryBuilder::new("UPDATE runs SET executor_address = ");
+                    qb.push_bind(*address).push(", trigger_code = ").push_bind(*code)
+                        .push(", trigger_msg = ").push_bind(*msg).push(", dispatched_at = ").push_bind(*at)
+                        .push(", finished_at = CASE WHEN state = 'triggering' AND ").push_bind(*st)
+                        .push(" = 'failed' THEN ").push_bind(*at).push(" ELSE finished_at END")
+                        .push(", handle_msg = CASE WHEN state = 'triggering' AND ").push_bind(*st)
+                        .push(" = 'failed' THEN ").push_bind(*msg).push(" ELSE handle_msg END")
+                        .push(", state = CASE WHEN state = 'triggering' THEN ").push_bind(*st)
+                        .push(" ELSE state END WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    qb.build().execute(&mut *tx).await?;
+                }
             }
             tx.commit().await?;
         });
