@@ -410,43 +410,60 @@ impl Store {
             .map(|(_, s)| s))
     }
 
-    /// [`Store::refresh_fire_state`] for many fires: one read, one transaction. Returns the fires
+    /// [`Store::refresh_fire_state`] for many fires, a chunk per transaction. Returns the fires
     /// that just became final.
+    ///
+    /// The fires are read and locked first (`BEGIN IMMEDIATE` on SQLite, `FOR UPDATE` on MySQL),
+    /// so of two writers refreshing the same fire only one sees it change and reports it; the
+    /// fires that change are then updated per new state, a few statements per chunk.
     pub async fn refresh_fire_states(
         &self,
         fire_ids: &[i64],
         now: i64,
     ) -> StoreResult<Vec<(i64, FireState)>> {
+        let (begin, lock) = match self.dialect() {
+            super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
+            super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
+        };
         let mut finals = Vec::new();
         for chunk in fire_ids.chunks(500) {
-            let counts: Vec<(i64, String, i64)> = with_pool!(self, pool => {
+            let changed = with_pool!(self, pool => {
+                let mut tx = pool.begin_with(begin).await?;
+                let mut qb = QueryBuilder::new("SELECT id, state FROM fires WHERE 1 = 1");
+                push_in(&mut qb, "id", chunk);
+                qb.push(lock);
+                let current: Vec<(i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
                 let mut qb = QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
                 push_in(&mut qb, "fire_id", chunk);
                 qb.push(" GROUP BY fire_id, state");
-                qb.build_query_as().fetch_all(pool).await?
-            });
-            let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
-                chunk.iter().map(|id| (*id, Vec::new())).collect();
-            for (fire, state, n) in counts {
-                by_fire.entry(fire).or_default().push((state, n));
-            }
-            let states: Vec<(i64, FireState)> = by_fire
-                .into_iter()
-                .map(|(id, c)| (id, fire_state_of(&c)))
-                .collect();
-            let changed = with_pool!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
+                    std::collections::HashMap::with_capacity(chunk.len());
+                for (fire, state, n) in counts {
+                    by_fire.entry(fire).or_default().push((state, n));
+                }
+                // Only the writer that moves the fire out of an open state reports it as final;
+                // claimed fires that were never started keep their own state.
+                let mut moves: std::collections::BTreeMap<&'static str, Vec<i64>> =
+                    std::collections::BTreeMap::new();
                 let mut changed = Vec::new();
-                for (fire_id, state) in &states {
-                    let finished = matches!(state, FireState::Succeeded | FireState::Failed);
-                    // Only the writer that moves the fire out of an open state reports it as final;
-                    // claimed fires that were never started keep their own state.
-                    let n = sqlx::query("UPDATE fires SET state = ?, finished_at = ? WHERE id = ? AND state <> ? AND state NOT IN ('scheduled', 'skipped')")
-                        .bind(state.as_str()).bind(if finished { Some(now) } else { None }).bind(*fire_id).bind(state.as_str())
-                        .execute(&mut *tx).await?.rows_affected();
-                    if n > 0 && finished {
-                        changed.push((*fire_id, *state));
+                for (fire_id, old) in &current {
+                    let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
+                    if old == state.as_str() || old == "scheduled" || old == "skipped" {
+                        continue;
                     }
+                    moves.entry(state.as_str()).or_default().push(*fire_id);
+                    if matches!(state, FireState::Succeeded | FireState::Failed) {
+                        changed.push((*fire_id, state));
+                    }
+                }
+                for (state, ids) in &moves {
+                    let finished = matches!(*state, "succeeded" | "failed");
+                    let mut qb = QueryBuilder::new("UPDATE fires SET state = ");
+                    qb.push_bind(*state).push(", finished_at = ")
+                        .push_bind(if finished { Some(now) } else { None }).push(" WHERE 1 = 1");
+                    push_in(&mut qb, "id", ids);
+                    qb.build().execute(&mut *tx).await?;
                 }
                 tx.commit().await?;
                 changed
