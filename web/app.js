@@ -835,7 +835,27 @@
       h('section', { class: 'panel' }, h('h2', null, t('job.nextFires', { tz })),
         next.length ? h('ol', { class: 'cron-times', id: 'job-next' }, next.map((ms) => h('li', null, fmtTime(ms, tz)))) : empty(t('job.noNext'))),
       j.sharding_mode === 'ITEMS' ? await assignmentPanel(id) : null,
+      j.sharding_mode !== 'NONE' ? await checkpointPanel(id) : null,
       h('section', { class: 'panel' }, h('h2', null, t('job.edit')), jobForm(j, list, () => route())));
+  }
+
+  // Saved progress per item; a retry or takeover (and, with "resume", the next fire) starts there.
+  async function checkpointPanel(id) {
+    try {
+      const cps = await get('/jobs/' + id + '/checkpoints');
+      const clear = async () => {
+        if (!(await confirmDialog(t('job.checkpointsClearConfirm'), t('job.checkpointsClear')))) return;
+        if (await act(() => del('/jobs/' + id + '/checkpoints'), t('job.checkpointsCleared'))) route();
+      };
+      return h('section', { class: 'panel', id: 'checkpoints' },
+        h('div', { class: 'page-head' }, h('h2', null, t('job.checkpoints')),
+          cps.length ? h('button', { type: 'button', class: 'danger', onclick: clear, id: 'checkpoints-clear' }, t('job.checkpointsClear')) : null),
+        table([t('col.item'), t('job.checkpointValue'), t('col.run'), t('col.time')],
+          cps.map((c) => ({ cells: [String(c.item), h('code', null, c.value), link('#/runs/' + c.run_id, '#' + c.run_id), fmtTime(c.updated_at)] })),
+          { empty: t('job.noCheckpoints') }));
+    } catch (err) {
+      return h('section', { class: 'panel' }, h('h2', null, t('job.checkpoints')), errorBox(err));
+    }
   }
 
   async function assignmentPanel(id) {

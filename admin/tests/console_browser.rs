@@ -245,6 +245,12 @@ async fn operator_walkthrough_in_chromium() {
             ctx.log("second line");
             JobResult::success_with("said hello")
         })
+        .handler("items", |ctx| async move {
+            let _ = ctx
+                .checkpoint(format!("last-id={}", 100 + ctx.shard_index()))
+                .await;
+            JobResult::success()
+        })
         .handler("slow", |ctx| async move {
             for i in 0..600 {
                 ctx.log(format!("working {i}"));
@@ -442,6 +448,45 @@ async fn operator_walkthrough_in_chromium() {
     s.click("#glue-compare").await;
     s.wait_text("#glue-diff", "+ echo two").await;
     s.shot("18-glue-diff").await;
+
+    // An ITEMS job: its page shows the item assignment and the checkpoints its items saved, and
+    // clears them.
+    let items = admin
+        .post(
+            "/jobs",
+            serde_json::json!({"group_id": gid, "name": "items-job", "handler": "items",
+                "sharding_mode": "ITEMS", "sharding_total": 2}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let fire = admin
+        .post(&format!("/jobs/{items}/trigger"), serde_json::json!({}))
+        .await["fire_id"]
+        .as_i64()
+        .unwrap();
+    admin.wait_fire(fire).await;
+    s.goto(&format!("/console/#/jobs/{items}")).await;
+    s.find("#assignment").await;
+    s.wait_text("#checkpoints", "last-id=101").await;
+    s.shot("18b-job-checkpoints").await;
+    s.click("#checkpoints-clear").await;
+    s.click("#dialog-ok").await;
+    for _ in 0..100 {
+        if admin
+            .get(&format!("/jobs/{items}/checkpoints"))
+            .await
+            .as_array()
+            .is_some_and(|a| a.is_empty())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        admin.get(&format!("/jobs/{items}/checkpoints")).await,
+        serde_json::json!([])
+    );
 
     // Users and tokens (admin only); a token's secret is shown once.
     s.goto("/console/#/users").await;
