@@ -607,6 +607,15 @@ impl Dispatcher {
                 break;
             }
             let sent_at = now_ms();
+            if round == 0 {
+                let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
+                self.store.mark_fires_dispatched(&ids, sent_at).await?;
+                for w in &works {
+                    self.metrics
+                        .trigger_lateness
+                        .observe((sent_at - w.planned_at).max(0) as u64);
+                }
+            }
             let sends = pending.iter().map(|(w, run)| {
                 let checkpoint = checkpoints
                     .get(&w.job.id)
@@ -698,12 +707,7 @@ impl Dispatcher {
             self.store.record_dispatches(&updates).await?;
             if round == 0 {
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
-                self.store.mark_fires_dispatched(&ids, sent_at).await?;
-                for w in &works {
-                    self.metrics
-                        .trigger_lateness
-                        .observe((sent_at - w.planned_at).max(0) as u64);
-                }
+                self.store.mark_fires_running(&ids).await?;
             }
             // Failover: only transport failures of sharded fires move to another executor; a
             // refusal by a live executor is the job's business (block strategy, unknown handler).

@@ -538,3 +538,75 @@ async fn edits_and_stops_apply_to_fires_not_yet_dispatched() {
     admin.stop().await;
     db.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_executor_does_not_delay_other_jobs() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    // An "executor" that accepts connections and never answers: every dispatch to it waits for
+    // the whole dispatch timeout (1 s in tests).
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_addr = format!("http://{}/", hole.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = hole.accept().await {
+            held.push(sock);
+        }
+    });
+    let dead = admin
+        .post("/groups", json!({"appname": "dead-app", "title": "dead", "address_type": "MANUAL", "addresses": [hole_addr]}))
+        .await["id"].as_i64().unwrap();
+    let gid = group(&admin, "live-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("live-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+    let mut stuck = Vec::new();
+    for i in 0..5 {
+        stuck.push(
+            admin
+                .post(
+                    "/jobs",
+                    json!({"group_id": dead, "name": format!("stuck-{i}"), "handler": "record",
+                    "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+                )
+                .await["id"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    let live = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "live", "handler": "record",
+            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    for id in stuck.iter().chain([&live]) {
+        admin.post(&format!("/jobs/{id}/stop"), json!({})).await;
+    }
+    let lf = fires(&admin, live).await;
+    let mut lateness: Vec<i64> = lf
+        .iter()
+        .map(|f| f["dispatched_at"].as_i64().unwrap() - f["planned_at"].as_i64().unwrap())
+        .collect();
+    lateness.sort();
+    println!("live job next to 5 stuck ones: lateness {lateness:?} ms");
+    assert!(lf.len() >= 5, "{lf:?}");
+    assert!(
+        percentile(&lateness, 0.5) < 200,
+        "the live job keeps its time: {lateness:?}"
+    );
+    assert!(lf.iter().all(|f| f["state"] == "succeeded"));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let sf = fires(&admin, stuck[0]).await;
+    assert!(
+        !sf.is_empty() && sf.iter().all(|f| f["state"] == "failed"),
+        "{sf:?}"
+    );
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}

@@ -168,8 +168,15 @@ impl Store {
         let mut by_total: std::collections::BTreeMap<(i64, &'static str), Vec<i64>> =
             std::collections::BTreeMap::new();
         for (fire_id, _, _, runs) in items {
-            let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
-            by_total.entry((runs.len() as i64, state.as_str())).or_default().push(*fire_id);
+            let state = if runs.is_empty() {
+                FireState::Failed
+            } else {
+                FireState::Triggering
+            };
+            by_total
+                .entry((runs.len() as i64, state.as_str()))
+                .or_default()
+                .push(*fire_id);
         }
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
@@ -473,12 +480,26 @@ impl Store {
         Ok(finals)
     }
 
-    /// Records when fires were sent; a fire still `triggering` becomes `running`.
+    /// Records when fires were sent (called as their requests go out, so a slow executor in the
+    /// same batch does not make the others look late).
     pub async fn mark_fires_dispatched(&self, fire_ids: &[i64], at: i64) -> StoreResult<()> {
         for chunk in fire_ids.chunks(500) {
             with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("UPDATE fires SET state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END, dispatched_at = ");
+                let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = ");
                 qb.push_bind(at).push(" WHERE dispatched_at IS NULL");
+                push_in(&mut qb, "id", chunk);
+                qb.build().execute(pool).await?;
+            });
+        }
+        Ok(())
+    }
+
+    /// Fires whose runs were handed to executors are `running` (unless a result already moved
+    /// them further).
+    pub async fn mark_fires_running(&self, fire_ids: &[i64]) -> StoreResult<()> {
+        for chunk in fire_ids.chunks(500) {
+            with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'running' WHERE state = 'triggering'");
                 push_in(&mut qb, "id", chunk);
                 qb.build().execute(pool).await?;
             });
