@@ -29,6 +29,10 @@ pub const LOOKAHEAD_MS: i64 = 5_000;
 pub const LEASE_MS: i64 = 3_000;
 /// Most fires one job gets in one pass (a job firing every 100 ms still keeps up).
 const MAX_FIRES_PER_JOB: usize = 64;
+/// How long before its planned time a fire is prepared (its runs planned and stored), so that at
+/// the planned millisecond only the requests are left to send. Routing sees the executors as they
+/// are this much before the fire.
+pub const PREPARE_MS: i64 = 500;
 /// Jobs claimed per transaction.
 const CLAIM_BATCH: i64 = 1_000;
 /// A trigger slower than this counts towards moving its job to the slow pool (XXL-JOB's rule).
@@ -181,7 +185,7 @@ impl Scheduler {
                 .keys()
                 .next()
                 .map(|k| k.0);
-            let wake_at = next_timer.map_or(next_pass, |t| t.min(next_pass));
+            let wake_at = next_timer.map_or(next_pass, |t| (t - PREPARE_MS).min(next_pass));
             let sleep_ms = (wake_at - now_ms()).clamp(0, 1_000) as u64;
             tokio::select! {
                 _ = stop.cancelled() => break,
@@ -292,7 +296,7 @@ impl Scheduler {
     fn dispatch_due(self: &Arc<Self>, now: i64) {
         let due: Vec<((i64, i64), (i64, String))> = {
             let mut timer = self.timer.lock().expect("timer poisoned");
-            let later = timer.split_off(&(now + 1, i64::MIN));
+            let later = timer.split_off(&(now + PREPARE_MS + 1, i64::MIN));
             std::mem::replace(&mut *timer, later).into_iter().collect()
         };
         if due.is_empty() {
@@ -308,7 +312,7 @@ impl Scheduler {
                 let Ok(_permit) = pool.acquire_owned().await else {
                     return;
                 };
-                this.dispatch_batch(vec![entry]).await;
+                this.dispatch_batch(vec![entry], true).await;
             });
         }
         if !fast.is_empty() {
@@ -318,15 +322,18 @@ impl Scheduler {
                 let Ok(_permit) = pool.acquire_owned().await else {
                     return;
                 };
-                this.dispatch_batch(fast).await;
+                this.dispatch_batch(fast, true).await;
             });
         }
     }
 
-    /// Dispatches due fires: the job's current state and the misfire policy apply; on-time fires
-    /// are started and sent together.
-    async fn dispatch_batch(&self, due: Vec<((i64, i64), (i64, String))>) {
+    /// Dispatches fires due now or within [`PREPARE_MS`]: the job's current state and the misfire
+    /// policy apply; on-time fires are started and prepared together, then sent at their planned
+    /// time.
+    async fn dispatch_batch(&self, due: Vec<((i64, i64), (i64, String))>, prepare: bool) {
         let started = std::time::Instant::now();
+        // Time spent waiting for planned times is not the trigger's slowness.
+        let mut waited = std::time::Duration::ZERO;
         let job_ids: Vec<i64> = due.iter().map(|(_, (j, _))| *j).collect();
         let jobs: HashMap<i64, Arc<Job>> = match self.store.get_jobs(&job_ids).await {
             Ok(v) => v.into_iter().map(|j| (j.id, Arc::new(j))).collect(),
@@ -397,8 +404,27 @@ impl Scheduler {
                     // Fires another admin took over (we were too slow) are its to dispatch.
                     let won: std::collections::HashSet<i64> = won.into_iter().collect();
                     on_time.retain(|f| won.contains(&f.1));
-                    if let Err(e) = self.dispatcher.dispatch_claimed(on_time).await {
-                        tracing::warn!(error = %e, "scheduled fires not dispatched");
+                    if !prepare {
+                        if let Err(e) = self.dispatcher.dispatch_claimed(on_time).await {
+                            tracing::warn!(error = %e, "scheduled fires not dispatched");
+                        }
+                    } else {
+                        let types: HashMap<i64, String> =
+                            on_time.iter().map(|f| (f.1, f.3.clone())).collect();
+                        match self.dispatcher.prepare_claimed(on_time).await {
+                            Ok(prepared) => {
+                                for (planned_at, group) in prepared.by_planned_time() {
+                                    let wait = planned_at - now_ms();
+                                    if wait > 0 {
+                                        let d = Duration::from_millis(wait as u64);
+                                        tokio::time::sleep(d).await;
+                                        waited += d;
+                                    }
+                                    self.send_at_time(group, &types).await;
+                                }
+                            }
+                            Err(e) => tracing::warn!(error = %e, "scheduled fires not dispatched"),
+                        }
                     }
                 }
                 Err(e) => {
@@ -406,10 +432,56 @@ impl Scheduler {
                 }
             }
         }
-        if started.elapsed().as_millis() > SLOW_TRIGGER_MS {
+        if started.elapsed().saturating_sub(waited).as_millis() > SLOW_TRIGGER_MS {
             for job_id in job_ids {
                 self.count_slow(job_id);
             }
+        }
+    }
+
+    /// Sends prepared fires at their planned time. Fires whose job was edited, stopped or deleted
+    /// since they were prepared are taken back and dispatched as the job is now (an edit or a stop
+    /// applies to every fire not yet sent, as without preparation).
+    async fn send_at_time(
+        &self,
+        mut group: crate::trigger::Prepared,
+        types: &HashMap<i64, String>,
+    ) {
+        let jobs: HashMap<i64, Job> = match self.store.get_jobs(&group.job_ids()).await {
+            Ok(v) => v.into_iter().map(|j| (j.id, j)).collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check the jobs of prepared fires; sending as prepared");
+                HashMap::new()
+            }
+        };
+        let stale = if jobs.is_empty() {
+            vec![]
+        } else {
+            group.take_stale(&jobs)
+        };
+        if !group.is_empty() {
+            if let Err(e) = self.dispatcher.send_prepared(group).await {
+                tracing::warn!(error = %e, "scheduled fires not dispatched");
+            }
+        }
+        if stale.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = stale.iter().map(|s| s.0).collect();
+        match self.store.unprepare_fires(&ids, &self.node).await {
+            Ok(back) => {
+                let back: std::collections::HashSet<i64> = back.into_iter().collect();
+                let again: Vec<((i64, i64), (i64, String))> = stale
+                    .into_iter()
+                    .filter(|s| back.contains(&s.0))
+                    .map(|(fire_id, job_id, planned_at)| {
+                        let ty = types.get(&fire_id).cloned().unwrap_or_default();
+                        ((planned_at, fire_id), (job_id, ty))
+                    })
+                    .collect();
+                Box::pin(self.dispatch_batch(again, false)).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot take back prepared fires of edited jobs"),
         }
     }
 

@@ -96,6 +96,53 @@ struct FireWork {
     runs: Vec<Run>,
 }
 
+/// Fires whose runs are planned and stored, ready to be sent.
+pub struct Prepared {
+    works: Vec<FireWork>,
+}
+
+impl Prepared {
+    /// Splits the fires by planned time, earliest first, to be sent each at its time.
+    pub fn by_planned_time(self) -> Vec<(i64, Prepared)> {
+        let mut groups: std::collections::BTreeMap<i64, Vec<FireWork>> = Default::default();
+        for w in self.works {
+            groups.entry(w.planned_at).or_default().push(w);
+        }
+        groups
+            .into_iter()
+            .map(|(at, works)| (at, Prepared { works }))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.works.is_empty()
+    }
+
+    /// Separates the fires whose job is no longer the one they were prepared with (edited,
+    /// stopped or deleted since; `now` holds the jobs as they are). Returns those as
+    /// (fire id, job id, planned time).
+    pub fn take_stale(&mut self, now: &HashMap<i64, Job>) -> Vec<(i64, i64, i64)> {
+        let (fresh, stale): (Vec<FireWork>, Vec<FireWork>) =
+            std::mem::take(&mut self.works).into_iter().partition(|w| {
+                now.get(&w.job.id)
+                    .is_some_and(|j| j.enabled != 0 && j.updated_at == w.job.updated_at)
+            });
+        self.works = fresh;
+        stale
+            .into_iter()
+            .map(|w| (w.fire_id, w.job.id, w.planned_at))
+            .collect()
+    }
+
+    /// The jobs of the prepared fires.
+    pub fn job_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.works.iter().map(|w| w.job.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
 /// A run planned for dispatch.
 struct Planned {
     run: NewRun,
@@ -292,6 +339,23 @@ impl Dispatcher {
         &self,
         fires: Vec<(Arc<Job>, i64, i64, String)>,
     ) -> Result<(), TriggerError> {
+        let prepared = self.prepare_claimed(fires).await?;
+        self.send_prepared(prepared).await
+    }
+
+    /// Sends fires made ready by [`Dispatcher::prepare_claimed`].
+    pub async fn send_prepared(&self, prepared: Prepared) -> Result<(), TriggerError> {
+        self.dispatch_runs(prepared.works).await?;
+        Ok(())
+    }
+
+    /// The database half of [`Dispatcher::dispatch_claimed`]: plans the fires and stores their runs,
+    /// without sending anything. The scheduler does this shortly before the planned time, so that
+    /// at the planned millisecond only the requests are left to send.
+    pub async fn prepare_claimed(
+        &self,
+        fires: Vec<(Arc<Job>, i64, i64, String)>,
+    ) -> Result<Prepared, TriggerError> {
         let mut groups: HashMap<i64, (Arc<Group>, Arc<Vec<Target>>)> = HashMap::new();
         let mut planned_fires = Vec::with_capacity(fires.len());
         let mut rows = Vec::with_capacity(fires.len());
@@ -360,8 +424,7 @@ impl Dispatcher {
         if !empty.is_empty() {
             self.refresh_many(&empty).await?;
         }
-        self.dispatch_runs(works).await?;
-        Ok(())
+        Ok(Prepared { works })
     }
 
     /// Decides the runs of a fire. Returns them and an optional note for the fire's message.

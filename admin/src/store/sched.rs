@@ -59,15 +59,24 @@ where
 {
     let mut qb = QueryBuilder::new("UPDATE jobs SET next_fire_at = CASE id");
     for a in chunk {
-        qb.push(" WHEN ").push_bind(a.id).push(" THEN ").push_bind(a.next);
+        qb.push(" WHEN ")
+            .push_bind(a.id)
+            .push(" THEN ")
+            .push_bind(a.next);
     }
     qb.push(" END, last_fire_at = CASE id");
     for a in chunk {
-        qb.push(" WHEN ").push_bind(a.id).push(" THEN ").push_bind(a.last);
+        qb.push(" WHEN ")
+            .push_bind(a.id)
+            .push(" THEN ")
+            .push_bind(a.last);
     }
     qb.push(" END, enabled = CASE id");
     for a in chunk {
-        qb.push(" WHEN ").push_bind(a.id).push(" THEN ").push_bind(a.enabled);
+        qb.push(" WHEN ")
+            .push_bind(a.id)
+            .push(" THEN ")
+            .push_bind(a.enabled);
     }
     qb.push(" END WHERE id IN (");
     let mut sep = qb.separated(", ");
@@ -76,7 +85,10 @@ where
     }
     qb.push(") AND next_fire_at = CASE id");
     for a in chunk {
-        qb.push(" WHEN ").push_bind(a.id).push(" THEN ").push_bind(a.expected);
+        qb.push(" WHEN ")
+            .push_bind(a.id)
+            .push(" THEN ")
+            .push_bind(a.expected);
     }
     qb.push(" END");
     qb
@@ -249,6 +261,34 @@ impl Store {
         Ok(won)
     }
 
+    /// Takes back prepared fires (started, runs stored, nothing sent yet) whose job changed after
+    /// they were prepared: their runs go and they are `scheduled` again, to be dispatched with the
+    /// job as it is now. Returns the ids taken back.
+    pub async fn unprepare_fires(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
+        let mut back = Vec::with_capacity(fire_ids.len());
+        for chunk in fire_ids.chunks(500) {
+            let ids: Vec<i64> = with_pool!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE state = 'triggering' AND dispatched_at IS NULL AND owner = ");
+                sel.push_bind(node);
+                super::fires::push_in(&mut sel, "id", chunk);
+                let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                if !ids.is_empty() {
+                    let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
+                    super::fires::push_in(&mut del, "fire_id", &ids);
+                    del.build().execute(&mut *tx).await?;
+                    let mut upd = QueryBuilder::new("UPDATE fires SET state = 'scheduled', total_items = 0 WHERE 1 = 1");
+                    super::fires::push_in(&mut upd, "id", &ids);
+                    upd.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                ids
+            });
+            back.extend(ids);
+        }
+        Ok(back)
+    }
+
     /// Closes a claimed fire without dispatching it (misfire DO_NOTHING, job stopped or deleted).
     pub async fn skip_claimed(
         &self,
@@ -281,11 +321,26 @@ impl Store {
         Ok(())
     }
 
-    /// Drops the not yet dispatched fires of a job (it was edited, stopped or deleted).
+    /// Drops the not yet dispatched fires of a job (it was edited, stopped or deleted): those
+    /// claimed, and those the scheduler already prepared (runs stored, nothing sent yet) with
+    /// their runs.
     pub async fn cancel_scheduled(&self, job_id: i64) -> StoreResult<u64> {
-        Ok(with_pool!(self, pool => sqlx::query("DELETE FROM fires WHERE job_id = ? AND state = 'scheduled'")
-            .bind(job_id).execute(pool).await.map(Done::from))?
-        .rows_affected())
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at IS NULL AND owner <> ''))")
+                .bind(job_id).fetch_all(&mut *tx).await?;
+            if !ids.is_empty() {
+                let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
+                super::fires::push_in(&mut del, "fire_id", &ids);
+                del.build().execute(&mut *tx).await?;
+                let mut del = QueryBuilder::new("DELETE FROM fires WHERE 1 = 1");
+                super::fires::push_in(&mut del, "id", &ids);
+                del.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            ids.len() as u64
+        });
+        Ok(n)
     }
 
     /// Plans the next FIX_DELAY fire once the previous one finished (if the job still runs and
