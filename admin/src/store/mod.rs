@@ -224,6 +224,17 @@ impl Store {
         }
     }
 
+    /// The statement that begins a transaction which reads and then writes. On SQLite it takes
+    /// the write lock at once: a deferred transaction that read first cannot upgrade once another
+    /// writer committed (`SQLITE_BUSY_SNAPSHOT`, which the busy timeout does not retry). MySQL
+    /// locks the rows it reads with `FOR UPDATE` instead.
+    pub(crate) fn begin_write(&self) -> &'static str {
+        match self.dialect() {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::MySql => "BEGIN",
+        }
+    }
+
     /// Whether the store can take several admins at once (SQLite cannot).
     pub fn supports_cluster(&self) -> bool {
         self.dialect() == Dialect::MySql

@@ -125,8 +125,9 @@ impl Store {
             "{} INTO fires (job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, children_done, alarm_state, created_at) ",
             self.dialect().insert_ignore()
         );
+        let begin = self.begin_write();
         let keys = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_with(begin).await?;
             let jobs: Vec<Job> = sqlx::query_as::<_, Job>(&select)
                 .bind(horizon).bind(limit).fetch_all(&mut *tx).await?;
             let mut rows: Vec<(i64, i64, i64, &'static str, String)> = Vec::new();
@@ -267,8 +268,9 @@ impl Store {
     pub async fn unprepare_fires(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
         let mut back = Vec::with_capacity(fire_ids.len());
         for chunk in fire_ids.chunks(500) {
+            let begin = self.begin_write();
             let ids: Vec<i64> = with_pool!(self, pool => {
-                let mut tx = pool.begin().await?;
+                let mut tx = pool.begin_with(begin).await?;
                 let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE state = 'triggering' AND dispatched_at IS NULL AND owner = ");
                 sel.push_bind(node);
                 super::fires::push_in(&mut sel, "id", chunk);
@@ -307,8 +309,9 @@ impl Store {
     /// Gives a claim back (shutdown): the fire row goes and the job's next planned time moves back
     /// to it, in one transaction.
     pub async fn unclaim(&self, fire_id: i64, node: &str) -> StoreResult<()> {
+        let begin = self.begin_write();
         with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_with(begin).await?;
             let row: Option<(i64, i64)> = sqlx::query_as("SELECT job_id, planned_at FROM fires WHERE id = ? AND state = 'scheduled' AND owner = ?")
                 .bind(fire_id).bind(node).fetch_optional(&mut *tx).await?;
             if let Some((job_id, planned_at)) = row {
@@ -325,8 +328,9 @@ impl Store {
     /// claimed, and those the scheduler already prepared (runs stored, nothing sent yet) with
     /// their runs.
     pub async fn cancel_scheduled(&self, job_id: i64) -> StoreResult<u64> {
+        let begin = self.begin_write();
         let n = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_with(begin).await?;
             let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at IS NULL AND owner <> ''))")
                 .bind(job_id).fetch_all(&mut *tx).await?;
             if !ids.is_empty() {
