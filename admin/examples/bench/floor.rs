@@ -153,7 +153,7 @@ where
     &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     let mut qb = QueryBuilder::new(
-        "INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, state, log_date_time, created_at) ",
+        "INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, state, trigger_msg, handle_msg, log_date_time, created_at) ",
     );
     let now = chrono::Utc::now().timestamp_millis();
     qb.push_values(first..first + n, |mut b, i| {
@@ -168,6 +168,8 @@ where
             .push_bind("noop")
             .push_bind("")
             .push_bind("triggering")
+            .push_bind("")
+            .push_bind("")
             .push_bind(now)
             .push_bind(now);
     });
