@@ -24,8 +24,8 @@ use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
 use crate::store::{NewRun, RunUpdate, Store, StoreError};
 
-/// Run requests in flight at once per dispatch round (the HTTP client keeps as many idle
-/// connections per executor).
+/// Run requests in flight at once per executor in a dispatch round (the HTTP client keeps as many
+/// idle connections per executor). Per executor, so a dead one only holds up its own runs.
 const DISPATCH_CONCURRENCY: usize = 64;
 
 /// What a fire should do beyond the job's own configuration.
@@ -675,13 +675,10 @@ impl Dispatcher {
             }
             let sent_at = now_ms();
             if round == 0 {
+                // Marked as the requests go out; corrected below for fires whose first request
+                // had to wait for a free connection.
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
                 self.store.mark_fires_dispatched(&ids, sent_at).await?;
-                for w in &works {
-                    self.metrics
-                        .trigger_lateness
-                        .observe((sent_at - w.planned_at).max(0) as u64);
-                }
             }
             let sends = pending.iter().map(|(w, run)| {
                 let checkpoint = checkpoints
@@ -704,6 +701,7 @@ impl Dispatcher {
                 let token = self.token_for(&w.group);
                 async move {
                     let started = Instant::now();
+                    let started_ms = now_ms();
                     let result = if run.executor_address.is_empty() {
                         Err(CallError {
                             transport: true,
@@ -720,22 +718,49 @@ impl Dispatcher {
                         )
                         .await
                     };
-                    (result, started.elapsed())
+                    (result, started.elapsed(), started_ms)
                 }
             });
             // Collected first: a stream over the lazy iterator trips the compiler's Send check.
-            let sends: Vec<_> = sends.collect();
-            // A bounded number in flight: the requests reuse the pooled keep-alive connections
-            // instead of opening one connection per run of a burst (10 000 fires due in the same
-            // millisecond opened thousands of sockets, and their buffers stayed in the heap).
-            let results: Vec<_> = futures::stream::iter(sends)
-                .buffered(DISPATCH_CONCURRENCY)
-                .collect()
-                .await;
-            let now = now_ms();
+            let mut sends: Vec<Option<_>> = sends.map(Some).collect();
+            // A bounded number in flight per executor: the requests reuse the pooled keep-alive
+            // connections instead of opening one connection per run of a burst (10 000 fires due
+            // in the same millisecond opened thousands of sockets), and an executor that does not
+            // answer only holds up its own runs.
+            let mut by_executor: HashMap<&str, Vec<usize>> = HashMap::new();
+            for (i, (_, run)) in pending.iter().enumerate() {
+                by_executor
+                    .entry(run.executor_address.as_str())
+                    .or_default()
+                    .push(i);
+            }
+            let lanes = by_executor.into_values().map(|idx| {
+                let futs: Vec<_> = idx
+                    .iter()
+                    .map(|&i| sends[i].take().expect("each send once"))
+                    .collect();
+                async move {
+                    let out: Vec<_> = futures::stream::iter(futs)
+                        .buffered(DISPATCH_CONCURRENCY)
+                        .collect()
+                        .await;
+                    idx.into_iter().zip(out).collect::<Vec<_>>()
+                }
+            });
+            let mut results: Vec<Option<_>> = (0..pending.len()).map(|_| None).collect();
+            for lane in futures::future::join_all(lanes).await {
+                for (i, r) in lane {
+                    results[i] = Some(r);
+                }
+            }
+            drop(sends);
+            let mut first_sent: HashMap<i64, i64> = HashMap::new();
             let mut updates = Vec::with_capacity(results.len());
             let mut failed = Vec::new();
-            for ((w, run), (result, took)) in pending.iter().zip(results) {
+            for ((w, run), slot) in pending.iter().zip(results) {
+                let (result, took, started_ms) = slot.expect("every send answered");
+                let first = first_sent.entry(w.fire_id).or_insert(started_ms);
+                *first = (*first).min(started_ms);
                 self.metrics
                     .dispatch_latency
                     .observe(took.as_millis() as u64);
@@ -776,13 +801,28 @@ impl Dispatcher {
                     executor_address: run.executor_address.clone(),
                     trigger_code: code,
                     trigger_msg: msg,
-                    at: now,
+                    at: started_ms,
                 });
             }
             self.store.record_dispatches(&updates).await?;
             if round == 0 {
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
                 self.store.mark_fires_running(&ids).await?;
+                // The lateness that counts is when a fire's first request really left.
+                let late: Vec<(i64, i64)> = first_sent
+                    .iter()
+                    .filter(|(_, at)| **at > sent_at + 1)
+                    .map(|(f, at)| (*f, *at))
+                    .collect();
+                if !late.is_empty() {
+                    self.store.correct_fires_dispatched(&late).await?;
+                }
+                for w in &works {
+                    let at = first_sent.get(&w.fire_id).copied().unwrap_or(sent_at);
+                    self.metrics
+                        .trigger_lateness
+                        .observe((at - w.planned_at).max(0) as u64);
+                }
             }
             // Failover: only transport failures of sharded fires move to another executor; a
             // refusal by a live executor is the job's business (block strategy, unknown handler).
