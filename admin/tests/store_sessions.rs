@@ -21,38 +21,11 @@ fn group(appname: &str) -> GroupInput {
 
 fn job(group_id: i64, name: &str, enabled: bool) -> Job {
     Job {
-        id: 0,
         group_id,
         name: name.to_string(),
-        description: String::new(),
-        schedule_type: "NONE".into(),
-        schedule_conf: String::new(),
-        timezone: String::new(),
         handler: "h".into(),
-        params: String::new(),
-        route_strategy: "FIRST".into(),
-        block_strategy: "SERIAL_EXECUTION".into(),
-        timeout_s: 0,
-        retry_count: 0,
-        retry_interval_s: 0,
-        retry_backoff: 1,
-        misfire_strategy: "DO_NOTHING".into(),
-        sharding_mode: "NONE".into(),
-        sharding_total: 1,
-        sharding_strategy: "AVERAGE".into(),
-        item_params: String::new(),
-        max_node: 0,
-        resume_checkpoint: 0,
-        child_job_ids: String::new(),
-        glue_type: "BEAN".into(),
-        glue_source: String::new(),
-        glue_updated_at: 0,
-        alarm_targets: String::new(),
         enabled: i64::from(enabled),
-        next_fire_at: None,
-        last_fire_at: None,
-        created_at: 0,
-        updated_at: 0,
+        ..Job::default()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::{with_pool, Done, Store, StoreResult};
+use super::{list_page, with_pool, Done, Store, StoreResult};
 use crate::model::{Fire, FireState, Run, RunState};
 
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
@@ -579,16 +579,16 @@ impl Store {
             }
         }
         let limit = f.limit.clamp(1, 1000);
-        let out = with_pool!(self, pool => {
-            let mut qb = QueryBuilder::new(format!("SELECT {FIRE_COLS} FROM fires"));
-            push_where(&mut qb, f);
-            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
-            let rows = qb.build_query_as::<Fire>().fetch_all(pool).await?;
-            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM fires");
-            push_where(&mut cq, f);
-            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
-            (rows, total)
-        });
+        let out = list_page!(
+            self,
+            Fire,
+            FIRE_COLS,
+            "fires",
+            push_where,
+            f,
+            f.offset.max(0),
+            limit
+        );
         Ok(out)
     }
 
@@ -620,16 +620,16 @@ impl Store {
             }
         }
         let limit = f.limit.clamp(1, 1000);
-        let out = with_pool!(self, pool => {
-            let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs"));
-            push_where(&mut qb, f);
-            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
-            let rows = qb.build_query_as::<Run>().fetch_all(pool).await?;
-            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM runs");
-            push_where(&mut cq, f);
-            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
-            (rows, total)
-        });
+        let out = list_page!(
+            self,
+            Run,
+            RUN_COLS,
+            "runs",
+            push_where,
+            f,
+            f.offset.max(0),
+            limit
+        );
         Ok(out)
     }
 }

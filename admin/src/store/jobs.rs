@@ -2,7 +2,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::{with_pool, Done, Store, StoreError, StoreResult};
+use super::{list_page, with_pool, Done, Store, StoreError, StoreResult};
 use crate::model::Job;
 
 pub(crate) const JOB_COLS: &str = "id, group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at";
@@ -205,16 +205,16 @@ impl Store {
             }
         }
         let limit = f.limit.clamp(1, 1000);
-        let (rows, total) = with_pool!(self, pool => {
-            let mut qb = QueryBuilder::new(format!("SELECT {JOB_COLS} FROM jobs"));
-            push_where(&mut qb, f);
-            qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit).push(" OFFSET ").push_bind(f.offset.max(0));
-            let rows = qb.build_query_as::<Job>().fetch_all(pool).await?;
-            let mut cq = QueryBuilder::new("SELECT COUNT(*) FROM jobs");
-            push_where(&mut cq, f);
-            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
-            (rows, total)
-        });
+        let (rows, total) = list_page!(
+            self,
+            Job,
+            JOB_COLS,
+            "jobs",
+            push_where,
+            f,
+            f.offset.max(0),
+            limit
+        );
         Ok((rows, total))
     }
 

@@ -45,6 +45,24 @@ macro_rules! with_pool {
 }
 pub(crate) use with_pool;
 
+/// One page of `$row`s from `$table` (newest first) and the total count of matches, with the
+/// filter written once by `$push_where(&mut QueryBuilder, $filter)`.
+macro_rules! list_page {
+    ($store:expr, $row:ty, $cols:expr, $table:literal, $push_where:ident, $filter:expr, $offset:expr, $limit:expr) => {
+        with_pool!($store, pool => {
+            let mut qb = sqlx::QueryBuilder::new(format!("SELECT {} FROM {}", $cols, $table));
+            $push_where(&mut qb, $filter);
+            qb.push(" ORDER BY id DESC LIMIT ").push_bind($limit).push(" OFFSET ").push_bind($offset);
+            let rows = qb.build_query_as::<$row>().fetch_all(pool).await?;
+            let mut cq = sqlx::QueryBuilder::new(concat!("SELECT COUNT(*) FROM ", $table));
+            $push_where(&mut cq, $filter);
+            let total: i64 = cq.build_query_scalar().fetch_one(pool).await?;
+            (rows, total)
+        })
+    };
+}
+pub(crate) use list_page;
+
 /// The SQL that differs between the two databases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
