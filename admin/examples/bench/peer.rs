@@ -5,8 +5,9 @@
 //! driven with the same SDK executors (they register with it as XXL-JOB executors under
 //! `/xxl-job-admin`) and the same job set, created through its open API (`/ratch/v1/job/create`).
 //! It has no fire table with planned times, so its lateness is the one the executors see (the
-//! milliseconds past the whole second at which a run starts); its stored runs come from its own
-//! counters (`task_success_size`, `task_fail_size` on `/metrics`).
+//! milliseconds past the whole second at which a run starts); its throughput is the runs its
+//! executors finished (its own counters, `task_success_size` + `task_fail_size` on `/metrics`,
+//! lag and are reported beside it).
 //!
 //! Not expressible with it: per-item shard failover (it re-sends a failed fire to the next
 //! executor only through its retry count, with no item identity), and the SDK memory figure
@@ -254,8 +255,12 @@ async fn steady(
         "jobs": jobs,
         "window_s": window_s,
         "fires_expected": jobs as i64 * (end - start) / 1000,
-        "runs_per_s": stored,
-        "runs_per_s_source": "ratch-job counters task_success_size + task_fail_size",
+        // Its counters lag (they are collected on a timer and read 440/s at both 1 000 and
+        // 10 000 runs/s here), so the runs its executors finished stand for its throughput: an
+        // upper bound on what it stored, which favours the peer in the comparison.
+        "runs_per_s": r1(executed as f64 / window_s),
+        "runs_per_s_source": "runs finished by the executors (upper bound of what ratch-job stored)",
+        "counter_runs_per_s": stored,
         "executor_runs_per_s": r1(executed as f64 / window_s),
         "executor_lateness_samples": samples,
         "executor_lateness_p50_ms": p50,
