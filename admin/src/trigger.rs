@@ -24,9 +24,11 @@ use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
 use crate::store::{NewRun, RunUpdate, Store, StoreError};
 
-/// Run requests in flight at once per executor in a dispatch round (the HTTP client keeps as many
-/// idle connections per executor). Per executor, so a dead one only holds up its own runs.
+/// Run requests in flight at once in a dispatch round, shared out among the executors it sends to
+/// (at least [`MIN_LANE_CONCURRENCY`] each): a burst reuses the pooled keep-alive connections
+/// instead of opening a socket per run, and a dead executor only holds up its own lane.
 const DISPATCH_CONCURRENCY: usize = 64;
+const MIN_LANE_CONCURRENCY: usize = 8;
 
 /// What a fire should do beyond the job's own configuration.
 #[derive(Debug, Clone)]
@@ -675,8 +677,7 @@ impl Dispatcher {
             }
             let sent_at = now_ms();
             if round == 0 {
-                // Marked as the requests go out; corrected below for fires whose first request
-                // had to wait for a free connection.
+                // Marked as the requests start going out.
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
                 self.store.mark_fires_dispatched(&ids, sent_at).await?;
             }
@@ -734,6 +735,8 @@ impl Dispatcher {
                     .or_default()
                     .push(i);
             }
+            let per_lane =
+                (DISPATCH_CONCURRENCY / by_executor.len().max(1)).max(MIN_LANE_CONCURRENCY);
             let lanes = by_executor.into_values().map(|idx| {
                 let futs: Vec<_> = idx
                     .iter()
@@ -741,7 +744,7 @@ impl Dispatcher {
                     .collect();
                 async move {
                     let out: Vec<_> = futures::stream::iter(futs)
-                        .buffered(DISPATCH_CONCURRENCY)
+                        .buffered(per_lane)
                         .collect()
                         .await;
                     idx.into_iter().zip(out).collect::<Vec<_>>()
@@ -808,15 +811,8 @@ impl Dispatcher {
             if round == 0 {
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
                 self.store.mark_fires_running(&ids).await?;
-                // The lateness that counts is when a fire's first request really left.
-                let late: Vec<(i64, i64)> = first_sent
-                    .iter()
-                    .filter(|(_, at)| **at > sent_at + 1)
-                    .map(|(f, at)| (*f, *at))
-                    .collect();
-                if !late.is_empty() {
-                    self.store.correct_fires_dispatched(&late).await?;
-                }
+                // The fire row keeps the time its requests started going out (stamped above, no
+                // write per fire here); the metric records when each fire's first request left.
                 for w in &works {
                     let at = first_sent.get(&w.fire_id).copied().unwrap_or(sent_at);
                     self.metrics

@@ -494,23 +494,6 @@ impl Store {
         Ok(())
     }
 
-    /// Sets the dispatch time of fires whose first request left later than the batch was marked.
-    pub async fn correct_fires_dispatched(&self, fires: &[(i64, i64)]) -> StoreResult<()> {
-        for chunk in fires.chunks(500) {
-            with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = CASE id");
-                for (id, at) in chunk {
-                    qb.push(" WHEN ").push_bind(*id).push(" THEN ").push_bind(*at);
-                }
-                qb.push(" ELSE dispatched_at END WHERE 1 = 1");
-                let ids: Vec<i64> = chunk.iter().map(|c| c.0).collect();
-                push_in(&mut qb, "id", &ids);
-                qb.build().execute(pool).await?;
-            });
-        }
-        Ok(())
-    }
-
     /// Fires whose runs were handed to executors are `running` (unless a result already moved
     /// them further).
     pub async fn mark_fires_running(&self, fire_ids: &[i64]) -> StoreResult<()> {
