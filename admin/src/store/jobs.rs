@@ -2,7 +2,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::{list_page, with_pool, Done, Store, StoreError, StoreResult};
+use super::{list_page, retry_on_conflict, with_pool, Done, Store, StoreError, StoreResult};
 use crate::model::Job;
 
 pub(crate) const JOB_COLS: &str = "id, group_id, name, description, schedule_type, schedule_conf, timezone, handler, params, route_strategy, block_strategy, timeout_s, retry_count, retry_interval_s, retry_backoff, misfire_strategy, sharding_mode, sharding_total, sharding_strategy, item_params, max_node, resume_checkpoint, child_job_ids, glue_type, glue_source, glue_updated_at, alarm_targets, enabled, next_fire_at, last_fire_at, created_at, updated_at";
@@ -104,9 +104,12 @@ impl Store {
             JOB_WRITE_COLS.join(", "),
             "?, ".repeat(JOB_WRITE_COLS.len())
         );
-        let id = with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
-            .bind(j.last_fire_at).bind(now).bind(now)
-            .execute(pool).await.map(Done::from))?
+        let id = retry_on_conflict(|| async {
+            with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
+                .bind(j.last_fire_at).bind(now).bind(now)
+                .execute(pool).await.map(Done::from))
+        })
+        .await?
         .insert_id();
         Ok(id)
     }
@@ -118,9 +121,12 @@ impl Store {
             "UPDATE jobs SET {}, updated_at = ? WHERE id = ?",
             sets.join(", ")
         );
-        let n = with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
-            .bind(now).bind(j.id)
-            .execute(pool).await.map(Done::from))?
+        let n = retry_on_conflict(|| async {
+            with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
+                .bind(now).bind(j.id)
+                .execute(pool).await.map(Done::from))
+        })
+        .await?
         .rows_affected();
         if n == 0 {
             return Err(StoreError::NotFound("job"));
@@ -136,9 +142,12 @@ impl Store {
         next_fire_at: Option<i64>,
         now: i64,
     ) -> StoreResult<()> {
-        let n = with_pool!(self, pool => sqlx::query("UPDATE jobs SET enabled = ?, next_fire_at = ?, updated_at = ? WHERE id = ?")
-            .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(id)
-            .execute(pool).await.map(Done::from))?
+        let n = retry_on_conflict(|| async {
+            with_pool!(self, pool => sqlx::query("UPDATE jobs SET enabled = ?, next_fire_at = ?, updated_at = ? WHERE id = ?")
+                .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(id)
+                .execute(pool).await.map(Done::from))
+        })
+        .await?
         .rows_affected();
         if n == 0 {
             return Err(StoreError::NotFound("job"));

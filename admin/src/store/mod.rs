@@ -127,6 +127,35 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// Runs a write again when the database aborted it for a lock conflict: a MySQL deadlock (the
+/// scheduler's `FOR UPDATE SKIP LOCKED` claims lock index ranges that a job insert may need) or
+/// lock wait timeout, or a busy SQLite. The statement itself was fine; a second try succeeds.
+pub(crate) async fn retry_on_conflict<T, F, Fut>(mut write: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0u64;
+    loop {
+        match write().await {
+            Err(sqlx::Error::Database(d)) if attempt < 5 && is_lock_conflict(d.as_ref()) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(5 * attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_lock_conflict(e: &dyn sqlx::error::DatabaseError) -> bool {
+    let code = e.code();
+    // 40001: MySQL deadlock (1213); 1205 lock wait timeout reports HY000; SQLite 5/6 = BUSY/LOCKED.
+    matches!(
+        code.as_deref(),
+        Some("40001") | Some("5") | Some("6") | Some("517")
+    ) || e.message().contains("Lock wait timeout")
+}
+
 /// What a statement did, the same for both databases (their result types differ).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Done {
@@ -181,6 +210,18 @@ impl Store {
             let pool = MySqlPoolOptions::new()
                 .max_connections(16)
                 .acquire_timeout(Duration::from_secs(10))
+                // READ COMMITTED: locking reads lock the rows they return, not the gaps between
+                // index entries, so the scheduler's claims (`FOR UPDATE SKIP LOCKED` over due
+                // jobs) do not deadlock with jobs being created or edited. Every write that must
+                // be exclusive is a compare-and-set or hits a unique key, which RC keeps exact.
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .execute(conn)
+                            .await
+                            .map(|_| ())
+                    })
+                })
                 .connect(&url)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to MySQL at {}: {e}", redact(&url)))?;
