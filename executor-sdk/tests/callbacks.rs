@@ -83,12 +83,15 @@ fn delivered_ids(calls: &[Call]) -> BTreeSet<i64> {
         .collect()
 }
 
+/// The spool files written completely (a hidden `.…tmp` file is one being written, renamed into
+/// place when done).
 fn spool_files(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut names: Vec<String> = entries
         .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     names
