@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
@@ -133,7 +133,6 @@ pub struct Scheduler {
     node: String,
     /// Claimed fires by (planned time, fire id) → (job id, trigger type).
     timer: Mutex<BTreeMap<(i64, i64), (i64, String)>>,
-    wake: Notify,
     /// Dispatch slots: most jobs use the fast pool; jobs whose triggers keep being slow use the
     /// slow one, so a dead executor cannot hold up everyone else's fires.
     fast: Arc<Semaphore>,
@@ -154,16 +153,10 @@ impl Scheduler {
             settings,
             node,
             timer: Mutex::new(BTreeMap::new()),
-            wake: Notify::new(),
             fast: Arc::new(Semaphore::new(2_000)),
             slow: Arc::new(Semaphore::new(200)),
             slow_counts: Mutex::new(HashMap::new()),
         })
-    }
-
-    /// Asks the loop to run a pass now (a job was started or changed).
-    pub fn poke(&self) {
-        self.wake.notify_one();
     }
 
     /// Runs until `stop` is cancelled.
@@ -189,7 +182,6 @@ impl Scheduler {
             let sleep_ms = (wake_at - now_ms()).clamp(0, 1_000) as u64;
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = self.wake.notified() => { next_pass = 0; }
                 _ = self.dispatcher.schedule_changed() => { next_pass = 0; }
                 _ = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {}
             }

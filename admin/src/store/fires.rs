@@ -121,34 +121,6 @@ impl Store {
         Ok(out)
     }
 
-    /// Adds the planned runs to a claimed fire that has none yet, in one transaction. Returns
-    /// their ids, ordered by item.
-    pub async fn add_fire_runs(
-        &self,
-        fire_id: i64,
-        job_id: i64,
-        group_id: i64,
-        params: &str,
-        runs: &[NewRun],
-        now: i64,
-    ) -> StoreResult<Vec<i64>> {
-        let ids = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            for chunk in runs.chunks(200) {
-                runs_insert(fire_id, job_id, group_id, chunk, now).build().execute(&mut *tx).await?;
-            }
-            let state = if runs.is_empty() { FireState::Failed } else { FireState::Triggering };
-            sqlx::query("UPDATE fires SET total_items = ?, params = ?, state = ? WHERE id = ?")
-                .bind(runs.len() as i64).bind(params).bind(state.as_str()).bind(fire_id)
-                .execute(&mut *tx).await?;
-            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE fire_id = ? ORDER BY id")
-                .bind(fire_id).fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            ids
-        });
-        Ok(ids)
-    }
-
     /// Adds planned runs to many claimed fires in one transaction and returns the stored runs,
     /// by fire then item. `items` are (fire id, job id, group id, runs).
     pub async fn add_runs_to_fires(

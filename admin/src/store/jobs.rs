@@ -227,13 +227,6 @@ impl Store {
         Ok((rows, total))
     }
 
-    /// All jobs of a group (used when deciding who may see what).
-    pub async fn count_jobs(&self) -> StoreResult<i64> {
-        Ok(
-            with_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM jobs").fetch_one(pool).await)?,
-        )
-    }
-
     pub async fn add_glue_version(
         &self,
         job_id: i64,
