@@ -645,7 +645,11 @@ impl Dispatcher {
         // earlier fire would make it skip work this fire never did, unless the job resumes.
         let mut own_runs: HashMap<i64, HashSet<i64>> = HashMap::new();
         for w in &works {
-            if is_sharded(&w.job) && !checkpoints.contains_key(&w.job.id) {
+            // Only a resuming job or a new attempt can be handed a checkpoint: a plain fire of a
+            // sharded job (the common case on the hot path) reads none.
+            let wants_checkpoint =
+                w.job.resume_checkpoint != 0 || w.runs.iter().any(|r| r.attempt > 0);
+            if is_sharded(&w.job) && wants_checkpoint && !checkpoints.contains_key(&w.job.id) {
                 let cps = self.store.checkpoints(w.job.id).await?;
                 checkpoints.insert(
                     w.job.id,
