@@ -13,10 +13,10 @@ use crate::api::{self, AppState};
 use crate::callbacks;
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::model::{now_ms, FireState};
+use crate::model::now_ms;
 use crate::monitor;
 use crate::scheduler::Scheduler;
-use crate::store::Store;
+use crate::store::{FireEnded, Store};
 use crate::trigger::Dispatcher;
 
 /// How often this admin announces itself in `admin_nodes`.
@@ -128,7 +128,7 @@ pub async fn serve(
         .tcp_nodelay(true)
         .connect_timeout(settings.dispatch_timeout())
         .build()?;
-    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<(i64, FireState)>();
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
         http,
@@ -157,13 +157,14 @@ pub async fn serve(
         let settings = settings.clone();
         let http = dispatcher.http().clone();
         tokio::spawn(async move {
-            while let Some((fire_id, state)) = events_rx.recv().await {
+            let mut batch = Vec::with_capacity(1_000);
+            while events_rx.recv_many(&mut batch, 1_000).await > 0 {
                 if let Err(e) =
-                    monitor::on_fire_final(&store, &dispatcher, &settings, &http, fire_id, state)
-                        .await
+                    monitor::on_fires_final(&store, &dispatcher, &settings, &http, &batch).await
                 {
-                    tracing::warn!(error = %e, fire_id, "fire follow-up failed");
+                    tracing::warn!(error = %e, fires = batch.len(), "fire follow-up failed");
                 }
+                batch.clear();
             }
         })
     };

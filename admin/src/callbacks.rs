@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
-use crate::model::{now_ms, FireState, RunState};
-use crate::store::{CallbackOutcome, Store};
+use crate::model::{now_ms, RunState};
+use crate::store::{CallbackOutcome, FireEnded, Store};
 
 const BATCH_MAX: usize = 1000;
 const BATCH_WAIT: Duration = Duration::from_millis(3);
@@ -22,7 +22,7 @@ const BATCH_WAIT: Duration = Duration::from_millis(3);
 pub type CallbackEntry = (i64, i32, String);
 
 /// What the writer tells the rest of the admin: a fire reached a final state.
-pub type FireEvents = mpsc::UnboundedSender<(i64, FireState)>;
+pub type FireEvents = mpsc::UnboundedSender<FireEnded>;
 
 /// The sending side, cloned into the HTTP handlers.
 #[derive(Clone)]
@@ -111,8 +111,8 @@ async fn write_batch(
     fires.dedup();
     match store.refresh_fire_states(&fires, now_ms()).await {
         Ok(finals) => {
-            for (fire_id, state) in finals {
-                let _ = events.send((fire_id, state));
+            for ended in finals {
+                let _ = events.send(ended);
             }
         }
         Err(e) => tracing::warn!(error = %e, fires = fires.len(), "cannot refresh fire states"),

@@ -1,6 +1,6 @@
 //! What follows a fire's end, and the watch on runs that never end by themselves.
 //!
-//! * [`on_fire_final`]: a failed fire whose failed items have retries left gets them planned with
+//! * [`on_fires_final`]: a failed fire whose failed items have retries left gets them planned with
 //!   the job's interval and backoff (the fire is open again); otherwise one alarm goes out for the
 //!   fire. A succeeded fire triggers its child jobs, once per fire (not once per shard). A
 //!   FIX_DELAY job gets its next fire planned from the end of this one.
@@ -18,9 +18,9 @@ use tokio_util::sync::CancellationToken;
 use crate::alarm;
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::model::{now_ms, FireState, RunState, ShardingMode, TriggerType};
+use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, TriggerType};
 use crate::schedule::Schedule;
-use crate::store::Store;
+use crate::store::{FireEnded, Store};
 use crate::trigger::{post_envelope, Dispatcher, FireRequest};
 
 /// Margin after a run's timeout before the admin stops waiting for its result.
@@ -28,23 +28,62 @@ const TIMEOUT_MARGIN_MS: i64 = 30_000;
 /// Longest backoff delay between retries.
 const MAX_RETRY_DELAY_MS: i64 = 3_600_000;
 
-/// Handles a fire that just became final.
-pub async fn on_fire_final(
+/// Handles fires that just became final, a batch at a time. Their jobs come from the dispatcher's
+/// job cache; a fire row is read only when something follows from it (a failure, child jobs, a
+/// FIX_DELAY schedule), so the common end of a fire (succeeded, nothing to follow) reads nothing
+/// more.
+pub async fn on_fires_final(
     store: &Store,
     dispatcher: &Dispatcher,
     settings: &Settings,
     http: &reqwest::Client,
-    fire_id: i64,
+    ended: &[FireEnded],
+) -> anyhow::Result<()> {
+    let job_ids: Vec<i64> = ended.iter().map(|e| e.job_id).collect();
+    let jobs = dispatcher.jobs(&job_ids).await?;
+    // A fire of a deleted job has nothing to follow.
+    let follow: Vec<(&FireEnded, &Job)> = ended
+        .iter()
+        .filter_map(|e| jobs.get(&e.job_id).map(|j| (e, j.as_ref())))
+        .filter(|(e, job)| {
+            e.state == FireState::Failed
+                || !job.child_ids().is_empty()
+                || job.schedule_type == crate::model::ScheduleType::FixDelay.as_str()
+        })
+        .collect();
+    if follow.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = follow.iter().map(|(e, _)| e.fire_id).collect();
+    let fires: HashMap<i64, Fire> = store
+        .get_fires(&ids)
+        .await?
+        .into_iter()
+        .map(|f| (f.id, f))
+        .collect();
+    for (e, job) in follow {
+        let Some(fire) = fires.get(&e.fire_id) else {
+            continue;
+        };
+        if let Err(err) = on_fire_final(store, dispatcher, settings, http, fire, job, e.state).await
+        {
+            tracing::warn!(error = %err, fire_id = e.fire_id, "fire follow-up failed");
+        }
+    }
+    Ok(())
+}
+
+/// Handles one fire that just became final.
+async fn on_fire_final(
+    store: &Store,
+    dispatcher: &Dispatcher,
+    settings: &Settings,
+    http: &reqwest::Client,
+    fire: &Fire,
+    job: &Job,
     state: FireState,
 ) -> anyhow::Result<()> {
-    let Some(fire) = store.get_fire(fire_id).await? else {
-        return Ok(());
-    };
-    let job = match store.get_job(fire.job_id).await {
-        Ok(j) => j,
-        Err(crate::store::StoreError::NotFound(_)) => return Ok(()),
-        Err(e) => return Err(e.into()),
-    };
+    let fire_id = fire.id;
     let now = now_ms();
     if state == FireState::Failed {
         let runs = store.fire_runs(fire_id).await?;
@@ -74,7 +113,7 @@ pub async fn on_fire_final(
         }
         // Retries exhausted: one alarm for the fire, whichever admin gets here first.
         if store.claim_alarm(fire_id, 1).await? {
-            alarm::send(http, settings, &job, &fire, &runs).await;
+            alarm::send(http, settings, job, fire, &runs).await;
         }
     }
     if state == FireState::Succeeded {
@@ -97,7 +136,7 @@ pub async fn on_fire_final(
     let scheduled = fire.trigger_type == TriggerType::FixDelay.as_str()
         || fire.trigger_type == TriggerType::Misfire.as_str();
     if scheduled {
-        if let Ok(schedule @ Schedule::FixDelay(_)) = Schedule::of_job(&job, &settings.timezone) {
+        if let Ok(schedule @ Schedule::FixDelay(_)) = Schedule::of_job(job, &settings.timezone) {
             if let Some(next) = schedule.after_finish(fire.finished_at.unwrap_or(now)) {
                 store.plan_after_finish(job.id, next).await?;
                 dispatcher.notify_schedule_changed();

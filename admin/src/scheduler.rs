@@ -35,10 +35,6 @@ const MAX_FIRES_PER_JOB: usize = 64;
 pub const PREPARE_MS: i64 = 500;
 /// Jobs claimed per transaction.
 const CLAIM_BATCH: i64 = 1_000;
-/// A trigger slower than this counts towards moving its job to the slow pool (XXL-JOB's rule).
-const SLOW_TRIGGER_MS: u128 = 500;
-/// Slow triggers within a minute after which a job uses the slow pool.
-const SLOW_TRIGGERS_PER_MINUTE: u32 = 10;
 
 /// Which fires a due job gets now and when it is due next.
 ///
@@ -133,11 +129,11 @@ pub struct Scheduler {
     node: String,
     /// Claimed fires by (planned time, fire id) → (job id, trigger type).
     timer: Mutex<BTreeMap<(i64, i64), (i64, String)>>,
-    /// Dispatch slots: most jobs use the fast pool; jobs whose triggers keep being slow use the
-    /// slow one, so a dead executor cannot hold up everyone else's fires.
+    /// Dispatch slots: most jobs use the fast pool; jobs whose requests keep being slow
+    /// ([`Dispatcher::is_slow`]) use the slow one, so a dead executor cannot hold up everyone
+    /// else's fires.
     fast: Arc<Semaphore>,
     slow: Arc<Semaphore>,
-    slow_counts: Mutex<HashMap<i64, (i64, u32)>>,
 }
 
 impl Scheduler {
@@ -155,7 +151,6 @@ impl Scheduler {
             timer: Mutex::new(BTreeMap::new()),
             fast: Arc::new(Semaphore::new(2_000)),
             slow: Arc::new(Semaphore::new(200)),
-            slow_counts: Mutex::new(HashMap::new()),
         })
     }
 
@@ -296,7 +291,7 @@ impl Scheduler {
         }
         let (slow, fast): (Vec<_>, Vec<_>) = due
             .into_iter()
-            .partition(|(_, (job_id, _))| self.is_slow(*job_id));
+            .partition(|(_, (job_id, _))| self.dispatcher.is_slow(*job_id));
         for entry in slow {
             let this = self.clone();
             let pool = self.slow.clone();
@@ -323,12 +318,9 @@ impl Scheduler {
     /// policy apply; on-time fires are started and prepared together, then sent at their planned
     /// time.
     async fn dispatch_batch(&self, due: Vec<((i64, i64), (i64, String))>, prepare: bool) {
-        let started = std::time::Instant::now();
-        // Time spent waiting for planned times is not the trigger's slowness.
-        let mut waited = std::time::Duration::ZERO;
         let job_ids: Vec<i64> = due.iter().map(|(_, (j, _))| *j).collect();
-        let jobs: HashMap<i64, Arc<Job>> = match self.store.get_jobs(&job_ids).await {
-            Ok(v) => v.into_iter().map(|j| (j.id, Arc::new(j))).collect(),
+        let jobs: HashMap<i64, Arc<Job>> = match self.dispatcher.jobs(&job_ids).await {
+            Ok(v) => v,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot load jobs of due fires; they will be taken over");
                 return;
@@ -410,7 +402,6 @@ impl Scheduler {
                                     if wait > 0 {
                                         let d = Duration::from_millis(wait as u64);
                                         tokio::time::sleep(d).await;
-                                        waited += d;
                                     }
                                     self.send_at_time(group, &types).await;
                                 }
@@ -424,11 +415,6 @@ impl Scheduler {
                 }
             }
         }
-        if started.elapsed().saturating_sub(waited).as_millis() > SLOW_TRIGGER_MS {
-            for job_id in job_ids {
-                self.count_slow(job_id);
-            }
-        }
     }
 
     /// Sends prepared fires at their planned time. Fires whose job was edited, stopped or deleted
@@ -439,17 +425,16 @@ impl Scheduler {
         mut group: crate::trigger::Prepared,
         types: &HashMap<i64, String>,
     ) {
-        let jobs: HashMap<i64, Job> = match self.store.get_jobs(&group.job_ids()).await {
-            Ok(v) => v.into_iter().map(|j| (j.id, j)).collect(),
+        let stale = match self.store.job_versions(&group.job_ids()).await {
+            Ok(v) => {
+                let now: HashMap<i64, (i64, i64)> =
+                    v.into_iter().map(|(id, en, up)| (id, (en, up))).collect();
+                group.take_stale(&now)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot check the jobs of prepared fires; sending as prepared");
-                HashMap::new()
+                vec![]
             }
-        };
-        let stale = if jobs.is_empty() {
-            vec![]
-        } else {
-            group.take_stale(&jobs)
         };
         if !group.is_empty() {
             if let Err(e) = self.dispatcher.send_prepared(group).await {
@@ -475,23 +460,6 @@ impl Scheduler {
             }
             Err(e) => tracing::warn!(error = %e, "cannot take back prepared fires of edited jobs"),
         }
-    }
-
-    fn is_slow(&self, job_id: i64) -> bool {
-        let minute = now_ms() / 60_000;
-        self.slow_counts
-            .lock()
-            .expect("slow counts poisoned")
-            .get(&job_id)
-            .is_some_and(|(m, n)| *m == minute && *n > SLOW_TRIGGERS_PER_MINUTE)
-    }
-
-    fn count_slow(&self, job_id: i64) {
-        let minute = now_ms() / 60_000;
-        let mut map = self.slow_counts.lock().expect("slow counts poisoned");
-        map.retain(|_, (m, _)| *m == minute);
-        let e = map.entry(job_id).or_insert((minute, 0));
-        e.1 += 1;
     }
 
     /// On shutdown, gives the fires still in the timer back: their rows go and their jobs' next

@@ -16,6 +16,7 @@ use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
 
 use crate::callbacks::FireEvents;
 use crate::config::Settings;
+use crate::jobcache::JobCache;
 use crate::metrics::Metrics;
 use crate::model::{
     now_ms, AddressType, Fire, FireState, Group, Job, Run, RunState, ShardingMode, TriggerType,
@@ -29,6 +30,11 @@ use crate::store::{NewRun, RunUpdate, Store, StoreError};
 /// instead of opening a socket per run, and a dead executor only holds up its own lane.
 const DISPATCH_CONCURRENCY: usize = 64;
 const MIN_LANE_CONCURRENCY: usize = 8;
+/// A run request slower than this counts towards moving its job to the scheduler's slow pool
+/// (XXL-JOB's rule, applied per request: a large batch taking long is not one job being slow).
+const SLOW_REQUEST_MS: u128 = 500;
+/// Slow requests within a minute after which a job is slow.
+const SLOW_REQUESTS_PER_MINUTE: u32 = 10;
 
 /// What a fire should do beyond the job's own configuration.
 #[derive(Debug, Clone)]
@@ -121,13 +127,14 @@ impl Prepared {
     }
 
     /// Separates the fires whose job is no longer the one they were prepared with (edited,
-    /// stopped or deleted since; `now` holds the jobs as they are). Returns those as
-    /// (fire id, job id, planned time).
-    pub fn take_stale(&mut self, now: &HashMap<i64, Job>) -> Vec<(i64, i64, i64)> {
+    /// stopped or deleted since; `now` holds each job's (enabled, updated_at) as they are).
+    /// Returns those as (fire id, job id, planned time).
+    pub fn take_stale(&mut self, now: &HashMap<i64, (i64, i64)>) -> Vec<(i64, i64, i64)> {
         let (fresh, stale): (Vec<FireWork>, Vec<FireWork>) =
             std::mem::take(&mut self.works).into_iter().partition(|w| {
-                now.get(&w.job.id)
-                    .is_some_and(|j| j.enabled != 0 && j.updated_at == w.job.updated_at)
+                now.get(&w.job.id).is_some_and(|(enabled, updated_at)| {
+                    *enabled != 0 && *updated_at == w.job.updated_at
+                })
             });
         self.works = fresh;
         stale
@@ -164,6 +171,10 @@ pub struct Dispatcher {
     events: FireEvents,
     /// Woken when a job's schedule changed, so the local scheduler claims at once.
     schedule_changed: tokio::sync::Notify,
+    /// The jobs of the fires being dispatched, read whole only when they changed.
+    jobs: JobCache,
+    /// Slow run requests per job in the current minute: (minute, count).
+    slow_counts: Mutex<HashMap<i64, (i64, u32)>>,
 }
 
 impl Dispatcher {
@@ -185,6 +196,38 @@ impl Dispatcher {
             unhealthy: Mutex::new(HashMap::new()),
             events,
             schedule_changed: tokio::sync::Notify::new(),
+            slow_counts: Mutex::new(HashMap::new()),
+            jobs: JobCache::default(),
+        }
+    }
+
+    /// The jobs `ids` as they are now (deleted ones absent), from the job cache.
+    pub async fn jobs(&self, ids: &[i64]) -> Result<HashMap<i64, Arc<Job>>, StoreError> {
+        self.jobs.get(&self.store, ids).await
+    }
+
+    /// Whether the job's run requests kept being slow this minute (its executors hang or are
+    /// gone), so the scheduler dispatches it apart from the others.
+    pub fn is_slow(&self, job_id: i64) -> bool {
+        let minute = now_ms() / 60_000;
+        self.slow_counts
+            .lock()
+            .expect("slow counts poisoned")
+            .get(&job_id)
+            .is_some_and(|(m, n)| *m == minute && *n > SLOW_REQUESTS_PER_MINUTE)
+    }
+
+    /// Counts one slow request for each of `job_ids` (one per slow request).
+    fn count_slow(&self, job_ids: &[i64]) {
+        if job_ids.is_empty() {
+            return;
+        }
+        let minute = now_ms() / 60_000;
+        let mut map = self.slow_counts.lock().expect("slow counts poisoned");
+        map.retain(|_, (m, _)| *m == minute);
+        for job_id in job_ids {
+            let e = map.entry(*job_id).or_insert((minute, 0));
+            e.1 += 1;
         }
     }
 
@@ -764,6 +807,7 @@ impl Dispatcher {
             let mut first_sent: HashMap<i64, i64> = HashMap::new();
             let mut updates = Vec::with_capacity(results.len());
             let mut failed = Vec::new();
+            let mut slow = Vec::new();
             for ((w, run), slot) in pending.iter().zip(results) {
                 let (result, took, started_ms) = slot.expect("every send answered");
                 let first = first_sent.entry(w.fire_id).or_insert(started_ms);
@@ -771,6 +815,9 @@ impl Dispatcher {
                 self.metrics
                     .dispatch_latency
                     .observe(took.as_millis() as u64);
+                if took.as_millis() > SLOW_REQUEST_MS {
+                    slow.push(w.job.id);
+                }
                 let (state, code, msg, transport) = match result {
                     Ok(env) if env.is_success() => (
                         RunState::Running,
@@ -811,6 +858,7 @@ impl Dispatcher {
                     at: started_ms,
                 });
             }
+            self.count_slow(&slow);
             self.store.record_dispatches(&updates).await?;
             if round == 0 {
                 let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
@@ -1033,17 +1081,18 @@ impl Dispatcher {
 
     /// [`Dispatcher::refresh`] for several fires.
     pub async fn refresh_many(&self, fire_ids: &[i64]) -> Result<(), StoreError> {
-        for (fire_id, state) in self.store.refresh_fire_states(fire_ids, now_ms()).await? {
-            let _ = self.events.send((fire_id, state));
+        for ended in self.store.refresh_fire_states(fire_ids, now_ms()).await? {
+            let _ = self.events.send(ended);
         }
         Ok(())
     }
 
     /// Recomputes a fire's state after its runs changed, and announces it when it became final.
     pub async fn refresh(&self, fire_id: i64) -> Result<Option<FireState>, StoreError> {
-        let state = self.store.refresh_fire_state(fire_id, now_ms()).await?;
-        if let Some(s) = state {
-            let _ = self.events.send((fire_id, s));
+        let ended = self.store.refresh_fire_states(&[fire_id], now_ms()).await?;
+        let state = ended.first().map(|e| e.state);
+        for e in ended {
+            let _ = self.events.send(e);
         }
         Ok(state)
     }

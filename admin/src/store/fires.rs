@@ -2,7 +2,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::{list_page, with_pool, Done, Store, StoreResult};
+use super::{list_page, update_joined, with_pool, Done, Store, StoreResult, JOINED_CHUNK};
 use crate::model::{Fire, FireState, Run, RunState};
 
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
@@ -41,6 +41,14 @@ pub enum CallbackOutcome {
     Duplicate,
     /// No run has this id.
     Unknown,
+}
+
+/// A fire that just reached a final state (children, alarms, retries and FIX_DELAY follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FireEnded {
+    pub fire_id: i64,
+    pub job_id: i64,
+    pub state: FireState,
 }
 
 /// Filters of the fire list (times are planned times, epoch ms).
@@ -165,8 +173,52 @@ impl Store {
             }
             tx.commit().await?;
         });
-        let ids: Vec<i64> = items.iter().map(|i| i.0).collect();
-        self.runs_of_fires(&ids).await
+        // Only the new ids are read back (by fire and item; each fire is new, so an item has one
+        // run): the rest of each run is what was just written, and reading whole rows back copied
+        // 22 columns per run.
+        let fire_ids: Vec<i64> = items.iter().map(|i| i.0).collect();
+        let mut ids: std::collections::HashMap<(i64, i64), i64> =
+            std::collections::HashMap::with_capacity(rows.len());
+        for chunk in fire_ids.chunks(500) {
+            let got: Vec<(i64, i64, i64)> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
+                push_in(&mut qb, "fire_id", chunk);
+                qb.build_query_as().fetch_all(pool).await?
+            });
+            ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
+        }
+        let mut out: Vec<Run> = rows
+            .iter()
+            .filter_map(|(fire_id, job_id, group_id, r)| {
+                let id = *ids.get(&(*fire_id, r.shard_index))?;
+                Some(Run {
+                    id,
+                    fire_id: *fire_id,
+                    job_id: *job_id,
+                    group_id: *group_id,
+                    shard_index: r.shard_index,
+                    shard_total: r.shard_total,
+                    attempt: r.attempt,
+                    superseded: 0,
+                    executor_address: r.executor_address.clone(),
+                    handler: r.handler.clone(),
+                    params: r.params.clone(),
+                    item_param: r.item_param.clone(),
+                    state: RunState::Triggering.as_str().to_string(),
+                    trigger_code: 0,
+                    trigger_msg: String::new(),
+                    handle_code: 0,
+                    handle_msg: String::new(),
+                    log_date_time: now,
+                    created_at: now,
+                    dispatched_at: None,
+                    finished_at: None,
+                    retry_at: None,
+                })
+            })
+            .collect();
+        out.sort_by_key(|r| (r.fire_id, r.shard_index));
+        Ok(out)
     }
 
     /// The current runs of several fires, by fire then item.
@@ -241,14 +293,14 @@ impl Store {
     /// Records dispatch results. A run that already has a final result (its callback won the race
     /// against this write) keeps its state.
     ///
-    /// Results that are alike (same state, code, message, executor and time: every run an
-    /// executor accepted in one round) share one `UPDATE … WHERE id IN (…)`.
+    /// Results that are alike (same state, code, message and executor: every run an executor
+    /// accepted in one round) share two statements, each run keeping its own send time.
     pub async fn record_dispatches(&self, updates: &[RunUpdate]) -> StoreResult<()> {
         if updates.is_empty() {
             return Ok(());
         }
-        type Key<'a> = (&'static str, i64, &'a str, &'a str, i64);
-        let mut groups: std::collections::BTreeMap<Key<'_>, Vec<i64>> =
+        type Key<'a> = (&'static str, i64, &'a str, &'a str);
+        let mut groups: std::collections::BTreeMap<Key<'_>, Vec<[Option<i64>; 2]>> =
             std::collections::BTreeMap::new();
         for u in updates {
             groups
@@ -257,28 +309,30 @@ impl Store {
                     u.trigger_code,
                     u.trigger_msg.as_str(),
                     u.executor_address.as_str(),
-                    u.at,
                 ))
                 .or_default()
-                .push(u.run_id);
+                .push([Some(u.run_id), Some(u.at)]);
         }
-        // `state` is assigned last: MySQL evaluates assignments left to right, so the CASEs that
-        // test the old state must come before it.
+        let dialect = self.dialect();
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
-            for ((st, code, msg, address, at), ids) in &groups {
-                for chunk in ids.chunks(500) {
-                    let mut qb = QueryBuilder::new("UPDATE runs SET executor_address = ");
-                    qb.push_bind(*address).push(", trigger_code = ").push_bind(*code)
-                        .push(", trigger_msg = ").push_bind(*msg).push(", dispatched_at = ").push_bind(*at)
-                        .push(", finished_at = CASE WHEN state = 'triggering' AND ").push_bind(*st)
-                        .push(" = 'failed' THEN ").push_bind(*at).push(" ELSE finished_at END")
-                        .push(", handle_msg = CASE WHEN state = 'triggering' AND ").push_bind(*st)
-                        .push(" = 'failed' THEN ").push_bind(*msg).push(" ELSE handle_msg END")
-                        .push(", state = CASE WHEN state = 'triggering' THEN ").push_bind(*st)
-                        .push(" ELSE state END WHERE 1 = 1");
-                    push_in(&mut qb, "id", chunk);
-                    qb.build().execute(&mut *tx).await?;
+            for ((st, code, msg, address), rows) in &groups {
+                let failed = *st == RunState::Failed.as_str();
+                for chunk in rows.chunks(JOINED_CHUNK) {
+                    update_joined(dialect, "runs", chunk, |qb| {
+                        qb.push("executor_address = ").push_bind(*address)
+                            .push(", trigger_code = ").push_bind(*code)
+                            .push(", trigger_msg = ").push_bind(*msg)
+                            .push(", dispatched_at = v.column2");
+                    }, "").build().execute(&mut *tx).await?;
+                    // The state moves only from `triggering`; a failed dispatch is also the
+                    // run's end.
+                    update_joined(dialect, "runs", chunk, |qb| {
+                        qb.push("state = ").push_bind(*st);
+                        if failed {
+                            qb.push(", finished_at = v.column2, handle_msg = ").push_bind(*msg);
+                        }
+                    }, " AND state = 'triggering'").build().execute(&mut *tx).await?;
                 }
             }
             tx.commit().await?;
@@ -386,7 +440,7 @@ impl Store {
             .await?
             .into_iter()
             .next()
-            .map(|(_, s)| s))
+            .map(|e| e.state))
     }
 
     /// [`Store::refresh_fire_state`] for many fires, a chunk per transaction. Returns the fires
@@ -399,7 +453,7 @@ impl Store {
         &self,
         fire_ids: &[i64],
         now: i64,
-    ) -> StoreResult<Vec<(i64, FireState)>> {
+    ) -> StoreResult<Vec<FireEnded>> {
         let (begin, lock) = match self.dialect() {
             super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
             super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
@@ -408,10 +462,10 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let mut qb = QueryBuilder::new("SELECT id, state FROM fires WHERE 1 = 1");
+                let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
                 push_in(&mut qb, "id", chunk);
                 qb.push(lock);
-                let current: Vec<(i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                let current: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
                 let mut qb = QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
                 push_in(&mut qb, "fire_id", chunk);
                 qb.push(" GROUP BY fire_id, state");
@@ -426,14 +480,14 @@ impl Store {
                 let mut moves: std::collections::BTreeMap<&'static str, Vec<i64>> =
                     std::collections::BTreeMap::new();
                 let mut changed = Vec::new();
-                for (fire_id, old) in &current {
+                for (fire_id, job_id, old) in &current {
                     let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
                     if old == state.as_str() || old == "scheduled" || old == "skipped" {
                         continue;
                     }
                     moves.entry(state.as_str()).or_default().push(*fire_id);
                     if matches!(state, FireState::Succeeded | FireState::Failed) {
-                        changed.push((*fire_id, state));
+                        changed.push(FireEnded { fire_id: *fire_id, job_id: *job_id, state });
                     }
                 }
                 for (state, ids) in &moves {
@@ -490,6 +544,20 @@ impl Store {
         Ok(
             with_pool!(self, pool => sqlx::query_as::<_, Fire>(&sql).bind(id).fetch_optional(pool).await)?,
         )
+    }
+
+    /// Several fires by id (missing ids are simply absent).
+    pub async fn get_fires(&self, ids: &[i64]) -> StoreResult<Vec<Fire>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let rows = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new(format!("SELECT {FIRE_COLS} FROM fires WHERE 1 = 1"));
+                push_in(&mut qb, "id", chunk);
+                qb.build_query_as::<Fire>().fetch_all(pool).await?
+            });
+            out.extend(rows);
+        }
+        Ok(out)
     }
 
     /// Every run of a fire, superseded attempts included, by item then attempt.

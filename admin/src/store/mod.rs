@@ -22,7 +22,7 @@ mod sched;
 pub mod sessions;
 mod users;
 
-pub use fires::{CallbackOutcome, FireFilter, NewRun, RunFilter, RunUpdate};
+pub use fires::{CallbackOutcome, FireEnded, FireFilter, NewRun, RunFilter, RunUpdate};
 pub use groups::GroupInput;
 pub use jobs::{GlueVersion, JobFilter};
 pub use sched::{sched_key, ClaimedFire, JobPlan, PlannedFire};
@@ -102,6 +102,81 @@ impl Dialect {
             }
         }
     }
+}
+
+/// Rows updated per [`update_joined`] statement.
+pub(crate) const JOINED_CHUNK: usize = 500;
+
+/// One `UPDATE` of many rows of `table`, each with its own values: `rows` are joined to the table
+/// as `v` (`v.column1` is the row's id, `v.column2`… its values), `set` pushes the assignments
+/// (which may read `v.columnK` and bind constants) and `cond` adds conditions (` AND …`). A
+/// `CASE id WHEN …` per column did the same with a cost quadratic in the rows.
+///
+/// SQLite joins a `VALUES` list (`UPDATE … FROM`); MySQL and MariaDB join a derived table of
+/// `UNION ALL` selects. In a joined `UPDATE` MySQL does not promise the order of assignments, so
+/// no assignment may read a column another one writes (an assignment may read its own column).
+pub(crate) fn update_joined<'a, DB: sqlx::Database, const N: usize>(
+    dialect: Dialect,
+    table: &str,
+    rows: &'a [[Option<i64>; N]],
+    set: impl FnOnce(&mut sqlx::QueryBuilder<'a, DB>),
+    cond: &str,
+) -> sqlx::QueryBuilder<'a, DB>
+where
+    Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let push_rows = |qb: &mut sqlx::QueryBuilder<'a, DB>| match dialect {
+        Dialect::Sqlite => {
+            qb.push("(VALUES ");
+            for (i, row) in rows.iter().enumerate() {
+                qb.push(if i == 0 { "(" } else { ", (" });
+                let mut sep = qb.separated(", ");
+                for v in row {
+                    sep.push_bind(*v);
+                }
+                qb.push(")");
+            }
+            qb.push(") AS v");
+        }
+        Dialect::MySql => {
+            qb.push("(");
+            for (i, row) in rows.iter().enumerate() {
+                qb.push(if i == 0 {
+                    "SELECT "
+                } else {
+                    " UNION ALL SELECT "
+                });
+                for (k, v) in row.iter().enumerate() {
+                    if k > 0 {
+                        qb.push(", ");
+                    }
+                    qb.push_bind(*v);
+                    if i == 0 {
+                        qb.push(format!(" AS column{}", k + 1));
+                    }
+                }
+            }
+            qb.push(") AS v");
+        }
+    };
+    let mut qb = sqlx::QueryBuilder::new(format!("UPDATE {table} "));
+    match dialect {
+        Dialect::Sqlite => {
+            qb.push("SET ");
+            set(&mut qb);
+            qb.push(" FROM ");
+            push_rows(&mut qb);
+            qb.push(format!(" WHERE {table}.id = v.column1{cond}"));
+        }
+        Dialect::MySql => {
+            qb.push("JOIN ");
+            push_rows(&mut qb);
+            qb.push(format!(" ON {table}.id = v.column1 SET "));
+            set(&mut qb);
+            qb.push(format!(" WHERE 1 = 1{cond}"));
+        }
+    }
+    qb
 }
 
 /// Errors of the store that callers branch on; everything else is a plain database error.

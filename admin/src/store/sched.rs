@@ -7,8 +7,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::jobs::JOB_COLS;
-use super::{with_pool, Dialect, Done, Store, StoreResult};
+use super::{update_joined, with_pool, Dialect, Done, Store, StoreResult, JOINED_CHUNK};
 use crate::model::{FireState, Job};
 
 /// One fire a job should get.
@@ -38,60 +37,43 @@ pub struct ClaimedFire {
     pub trigger_type: String,
 }
 
-/// Jobs advanced per `UPDATE` (nine bound values each, well under both databases' limits).
-const ADVANCE_CHUNK: usize = 500;
+/// A job's schedule after a claim, as bound to [`update_joined`]: id, the `next_fire_at` the plan
+/// started from (compare-and-set: an edit meanwhile wins), the new `next_fire_at`, the new
+/// `last_fire_at` and whether it stays enabled.
+type JobAdvance = [Option<i64>; 5];
 
-/// A job's schedule after a claim: moved from `expected` (compare-and-set) to `next`.
-struct JobAdvance {
+/// The columns of a due job that planning reads: its schedule and misfire policy (a whole job is
+/// 32 columns, and the claim reads every due job).
+const DUE_COLS: &str = "id, group_id, schedule_type, schedule_conf, timezone, misfire_strategy, next_fire_at, last_fire_at";
+
+#[derive(sqlx::FromRow)]
+struct DueJob {
     id: i64,
-    expected: Option<i64>,
-    next: Option<i64>,
-    last: Option<i64>,
-    enabled: i64,
+    group_id: i64,
+    schedule_type: String,
+    schedule_conf: String,
+    timezone: String,
+    misfire_strategy: String,
+    next_fire_at: Option<i64>,
+    last_fire_at: Option<i64>,
 }
 
-/// `UPDATE jobs SET next_fire_at = CASE id WHEN … END, … WHERE id IN (…)`, each job only if its
-/// `next_fire_at` is still the value the plan started from (an edit meanwhile wins).
-fn advance_jobs<'a, DB: sqlx::Database>(chunk: &'a [JobAdvance]) -> QueryBuilder<'a, DB>
-where
-    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    let mut qb = QueryBuilder::new("UPDATE jobs SET next_fire_at = CASE id");
-    for a in chunk {
-        qb.push(" WHEN ")
-            .push_bind(a.id)
-            .push(" THEN ")
-            .push_bind(a.next);
+impl From<DueJob> for Job {
+    /// A job with the fields planning reads; the others are defaults, never used by it.
+    fn from(d: DueJob) -> Job {
+        Job {
+            id: d.id,
+            group_id: d.group_id,
+            schedule_type: d.schedule_type,
+            schedule_conf: d.schedule_conf,
+            timezone: d.timezone,
+            misfire_strategy: d.misfire_strategy,
+            next_fire_at: d.next_fire_at,
+            last_fire_at: d.last_fire_at,
+            enabled: 1,
+            ..Job::default()
+        }
     }
-    qb.push(" END, last_fire_at = CASE id");
-    for a in chunk {
-        qb.push(" WHEN ")
-            .push_bind(a.id)
-            .push(" THEN ")
-            .push_bind(a.last);
-    }
-    qb.push(" END, enabled = CASE id");
-    for a in chunk {
-        qb.push(" WHEN ")
-            .push_bind(a.id)
-            .push(" THEN ")
-            .push_bind(a.enabled);
-    }
-    qb.push(" END WHERE id IN (");
-    let mut sep = qb.separated(", ");
-    for a in chunk {
-        sep.push_bind(a.id);
-    }
-    qb.push(") AND next_fire_at = CASE id");
-    for a in chunk {
-        qb.push(" WHEN ")
-            .push_bind(a.id)
-            .push(" THEN ")
-            .push_bind(a.expected);
-    }
-    qb.push(" END");
-    qb
 }
 
 /// The unique key of a scheduler-made fire.
@@ -115,10 +97,10 @@ impl Store {
     ) -> StoreResult<Vec<ClaimedFire>> {
         let select = match self.dialect() {
             Dialect::MySql => format!(
-                "SELECT {JOB_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ? FOR UPDATE SKIP LOCKED"
+                "SELECT {DUE_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ? FOR UPDATE SKIP LOCKED"
             ),
             Dialect::Sqlite => format!(
-                "SELECT {JOB_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
+                "SELECT {DUE_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
             ),
         };
         let insert_prefix = format!(
@@ -126,10 +108,12 @@ impl Store {
             self.dialect().insert_ignore()
         );
         let begin = self.begin_write();
+        let dialect = self.dialect();
         let keys = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let jobs: Vec<Job> = sqlx::query_as::<_, Job>(&select)
-                .bind(horizon).bind(limit).fetch_all(&mut *tx).await?;
+            let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
+                .bind(horizon).bind(limit).fetch_all(&mut *tx).await?
+                .into_iter().map(Job::from).collect();
             let mut rows: Vec<(i64, i64, i64, &'static str, String)> = Vec::new();
             let mut advances: Vec<JobAdvance> = Vec::with_capacity(jobs.len());
             for job in &jobs {
@@ -137,19 +121,22 @@ impl Store {
                 for f in &p.fires {
                     rows.push((job.id, job.group_id, f.planned_at, f.trigger_type, sched_key(job.id, f.planned_at)));
                 }
-                advances.push(JobAdvance {
-                    id: job.id,
-                    expected: job.next_fire_at,
-                    next: p.next_fire_at,
-                    last: p.fires.last().map(|f| f.planned_at).or(job.last_fire_at),
-                    enabled: i64::from(!p.stop),
-                });
+                advances.push([
+                    Some(job.id),
+                    job.next_fire_at,
+                    p.next_fire_at,
+                    p.fires.last().map(|f| f.planned_at).or(job.last_fire_at),
+                    Some(i64::from(!p.stop)),
+                ]);
             }
             // One statement per chunk of jobs instead of one per job: a statement costs a round
             // trip (on SQLite a hand-off to its worker thread), which dominated a pass at 10 000
             // jobs per second.
-            for chunk in advances.chunks(ADVANCE_CHUNK) {
-                advance_jobs(chunk).build().execute(&mut *tx).await.map(Done::from)?;
+            for chunk in advances.chunks(JOINED_CHUNK) {
+                update_joined(dialect, "jobs", chunk, |qb| {
+                    qb.push("next_fire_at = v.column3, last_fire_at = v.column4, enabled = v.column5");
+                }, " AND jobs.next_fire_at = v.column2")
+                .build().execute(&mut *tx).await.map(Done::from)?;
             }
             for chunk in rows.chunks(500) {
                 let mut qb = QueryBuilder::new(insert_prefix.as_str());
