@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::model::{now_ms, Job, MisfireStrategy, ScheduleType, TriggerType};
-use crate::schedule::Schedule;
+use crate::schedule::{Schedule, ScheduleCache, ScheduleError};
 use crate::store::{ClaimedFire, JobPlan, PlannedFire, Store, StoreError};
 use crate::trigger::Dispatcher;
 
@@ -49,10 +49,27 @@ pub fn plan_job(
     misfire_threshold: i64,
     default_tz: &str,
 ) -> JobPlan {
+    plan_parsed(
+        job,
+        &Schedule::of_job(job, default_tz),
+        now,
+        horizon,
+        misfire_threshold,
+    )
+}
+
+/// [`plan_job`] with the job's schedule already parsed (the scheduler keeps parsed schedules).
+fn plan_parsed(
+    job: &Job,
+    schedule: &Result<Schedule, ScheduleError>,
+    now: i64,
+    horizon: i64,
+    misfire_threshold: i64,
+) -> JobPlan {
     let Some(next) = job.next_fire_at else {
         return JobPlan::default();
     };
-    let schedule = match Schedule::of_job(job, default_tz) {
+    let schedule = match schedule {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(job_id = job.id, error = %e.message, "invalid schedule; job stopped");
@@ -134,6 +151,8 @@ pub struct Scheduler {
     /// else's fires.
     fast: Arc<Semaphore>,
     slow: Arc<Semaphore>,
+    /// Parsed schedules of the jobs claimed lately.
+    schedules: ScheduleCache,
 }
 
 impl Scheduler {
@@ -151,6 +170,7 @@ impl Scheduler {
             timer: Mutex::new(BTreeMap::new()),
             fast: Arc::new(Semaphore::new(2_000)),
             slow: Arc::new(Semaphore::new(200)),
+            schedules: ScheduleCache::default(),
         })
     }
 
@@ -197,7 +217,10 @@ impl Scheduler {
                     LEASE_MS,
                     CLAIM_BATCH,
                     now,
-                    |job| plan_job(job, now, now + LOOKAHEAD_MS, threshold, &tz),
+                    |job| {
+                        let schedule = self.schedules.of_job(job, &tz);
+                        plan_parsed(job, &schedule, now, now + LOOKAHEAD_MS, threshold)
+                    },
                 )
                 .await?;
             let full = claimed.len() as i64 >= CLAIM_BATCH;

@@ -329,9 +329,10 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
-                .foreign_keys(false);
+                .foreign_keys(false)
+                .statement_cache_capacity(20);
             let pool = SqlitePoolOptions::new()
-                .max_connections(8)
+                .max_connections(4)
                 .connect_with(opts)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot open SQLite database {path}: {e}"))?;
