@@ -185,8 +185,7 @@ impl LostRuns {
         // Give a fresh dispatch time to be accepted before judging it. A run its executor has
         // accepted is judged at once: an executor killed in the first second of a run must not
         // wait an extra sweep to be found out.
-        let mut open = self.store.open_runs(now, 5_000).await?;
-        open.retain(|r| r.state == RunState::Running.as_str() || r.created_at < now - 1_000);
+        let open = self.store.open_runs(now - 1_000, 5_000).await?;
         if open.is_empty() {
             strikes.clear();
             return Ok(0);
@@ -199,7 +198,8 @@ impl LostRuns {
             .map(|e| e.address)
             .collect();
         let mut groups_manual: HashMap<i64, bool> = HashMap::new();
-        let mut jobs_timeout: HashMap<i64, (i64, bool)> = HashMap::new();
+        let job_ids: Vec<i64> = open.iter().map(|r| r.job_id).collect();
+        let jobs = self.dispatcher.jobs(&job_ids).await?;
         // Probe each executor that holds open runs once per sweep.
         let addresses: HashSet<&str> = open
             .iter()
@@ -247,25 +247,13 @@ impl LostRuns {
                     m
                 }
             };
-            let (timeout_s, sharded) = match jobs_timeout.get(&run.job_id) {
-                Some(t) => *t,
-                None => {
-                    let t = self
-                        .store
-                        .get_job(run.job_id)
-                        .await
-                        .map(|j| {
-                            (
-                                j.timeout_s,
-                                j.sharding_mode != ShardingMode::None.as_str()
-                                    || j.route_strategy == "SHARDING_BROADCAST",
-                            )
-                        })
-                        .unwrap_or((0, false));
-                    jobs_timeout.insert(run.job_id, t);
-                    t
-                }
-            };
+            let (timeout_s, sharded) = jobs.get(&run.job_id).map_or((0, false), |j| {
+                (
+                    j.timeout_s,
+                    j.sharding_mode != ShardingMode::None.as_str()
+                        || j.route_strategy == "SHARDING_BROADCAST",
+                )
+            });
             let started = run.dispatched_at.unwrap_or(run.created_at);
             let reason = if !run.executor_address.is_empty() && dead.contains(&run.executor_address)
             {
@@ -297,10 +285,8 @@ impl LostRuns {
                 let Some(fire) = self.store.get_fire(run.fire_id).await? else {
                     continue;
                 };
-                match self
-                    .dispatcher
-                    .fail_over_lost(&fire, std::slice::from_ref(&run), &msg)
-                    .await
+                let whole = self.store.runs_by_ids(&[run.id]).await?;
+                match self.dispatcher.fail_over_lost(&fire, &whole, &msg).await
                 {
                     Ok(ids) if ids.is_empty() => continue,
                     Ok(_) => {}

@@ -28,6 +28,18 @@ pub struct JobPlan {
     pub stop: bool,
 }
 
+/// An open run as the lost-run watch sees it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct OpenRun {
+    pub id: i64,
+    pub fire_id: i64,
+    pub job_id: i64,
+    pub group_id: i64,
+    pub executor_address: String,
+    pub created_at: i64,
+    pub dispatched_at: Option<i64>,
+}
+
 /// A fire this admin owns and must dispatch at `planned_at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedFire {
@@ -385,14 +397,11 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Open runs dispatched before `before` (candidates for lost-run detection).
-    pub async fn open_runs(&self, before: i64, limit: i64) -> StoreResult<Vec<crate::model::Run>> {
-        let sql = format!(
-            "SELECT {} FROM runs WHERE state IN ('triggering', 'running') AND superseded = 0 AND created_at < ? ORDER BY id LIMIT ?",
-            super::fires::RUN_COLS
-        );
-        Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, crate::model::Run>(&sql).bind(before).bind(limit).fetch_all(pool).await)?,
-        )
+    /// Open runs that may be lost: every run an executor accepted, and runs still waiting for
+    /// their dispatch since before `unsent_before`. Only what the watch judges them by is read.
+    pub async fn open_runs(&self, unsent_before: i64, limit: i64) -> StoreResult<Vec<OpenRun>> {
+        Ok(with_pool!(self, pool => sqlx::query_as::<_, OpenRun>(
+            "SELECT id, fire_id, job_id, group_id, executor_address, created_at, dispatched_at FROM runs WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) ORDER BY id LIMIT ?")
+            .bind(unsent_before).bind(limit).fetch_all(pool).await)?)
     }
 }
