@@ -126,6 +126,9 @@ pub async fn serve(
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .tcp_nodelay(true)
+        // Executors answer the protocol's POSTs directly; following redirects is a cost per
+        // request for nothing.
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(settings.dispatch_timeout())
         .build()?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();

@@ -286,8 +286,7 @@ impl LostRuns {
                     continue;
                 };
                 let whole = self.store.runs_by_ids(&[run.id]).await?;
-                match self.dispatcher.fail_over_lost(&fire, &whole, &msg).await
-                {
+                match self.dispatcher.fail_over_lost(&fire, &whole, &msg).await {
                     Ok(ids) if ids.is_empty() => continue,
                     Ok(_) => {}
                     Err(e) => {

@@ -76,6 +76,61 @@ pub struct RunFilter {
     pub limit: i64,
 }
 
+/// Recomputes the state of the fires `$ids` from their current runs inside the transaction `$tx`
+/// and evaluates to the [`FireEnded`] of those that just became final. The fires are read with
+/// `$lock` (`FOR UPDATE` on MySQL; SQLite's transaction holds the write lock already).
+macro_rules! refresh_in_tx {
+    ($tx:ident, $ids:expr, $now:expr, $lock:expr) => {{
+        let chunk: &[i64] = $ids;
+        let now: i64 = $now;
+        let lock: &str = $lock;
+        let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
+        push_in(&mut qb, "id", chunk);
+        qb.push(lock);
+        let current: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+        let mut qb =
+            QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
+        push_in(&mut qb, "fire_id", chunk);
+        qb.push(" GROUP BY fire_id, state");
+        let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+        let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
+            std::collections::HashMap::with_capacity(chunk.len());
+        for (fire, state, n) in counts {
+            by_fire.entry(fire).or_default().push((state, n));
+        }
+        // Only the writer that moves the fire out of an open state reports it as final;
+        // claimed fires that were never started keep their own state.
+        let mut moves: std::collections::BTreeMap<&'static str, Vec<i64>> =
+            std::collections::BTreeMap::new();
+        let mut changed = Vec::new();
+        for (fire_id, job_id, old) in &current {
+            let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
+            if old == state.as_str() || old == "scheduled" || old == "skipped" {
+                continue;
+            }
+            moves.entry(state.as_str()).or_default().push(*fire_id);
+            if matches!(state, FireState::Succeeded | FireState::Failed) {
+                changed.push(FireEnded {
+                    fire_id: *fire_id,
+                    job_id: *job_id,
+                    state,
+                });
+            }
+        }
+        for (state, ids) in &moves {
+            let finished = matches!(*state, "succeeded" | "failed");
+            let mut qb = QueryBuilder::new("UPDATE fires SET state = ");
+            qb.push_bind(*state)
+                .push(", finished_at = ")
+                .push_bind(if finished { Some(now) } else { None })
+                .push(" WHERE 1 = 1");
+            push_in(&mut qb, "id", ids);
+            qb.build().execute(&mut *$tx).await?;
+        }
+        changed
+    }};
+}
+
 impl Store {
     /// Creates a fire and its runs in one transaction. When `sched_key` is set and a fire with the
     /// same key exists (another admin fired it), nothing is written and `None` is returned.
@@ -351,8 +406,28 @@ impl Store {
         items: &[(i64, i32, String)],
         now: i64,
     ) -> StoreResult<Vec<CallbackOutcome>> {
+        Ok(self.apply_results(items, now, false).await?.0)
+    }
+
+    /// [`Store::apply_callbacks`], and the refresh of the fires whose runs changed, in the same
+    /// transaction (the callback writer's one commit per batch). Returns the outcomes and the
+    /// fires that just became final.
+    pub async fn apply_callbacks_and_refresh(
+        &self,
+        items: &[(i64, i32, String)],
+        now: i64,
+    ) -> StoreResult<(Vec<CallbackOutcome>, Vec<FireEnded>)> {
+        self.apply_results(items, now, true).await
+    }
+
+    async fn apply_results(
+        &self,
+        items: &[(i64, i32, String)],
+        now: i64,
+        refresh: bool,
+    ) -> StoreResult<(Vec<CallbackOutcome>, Vec<FireEnded>)> {
         if items.is_empty() {
-            return Ok(vec![]);
+            return Ok((vec![], vec![]));
         }
         let (begin, lock) = match self.dialect() {
             super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
@@ -406,8 +481,20 @@ impl Store {
                     qb.build().execute(&mut *tx).await?;
                 }
             }
+            let mut ended = Vec::new();
+            if refresh {
+                let mut fires: Vec<i64> = out.iter().filter_map(|o| match o {
+                    CallbackOutcome::Applied { fire_id, .. } => Some(*fire_id),
+                    _ => None,
+                }).collect();
+                fires.sort_unstable();
+                fires.dedup();
+                for chunk in fires.chunks(500) {
+                    ended.extend(refresh_in_tx!(tx, chunk, now, lock));
+                }
+            }
             tx.commit().await?;
-            out
+            (out, ended)
         });
         Ok(outcomes)
     }
@@ -462,42 +549,7 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
-                push_in(&mut qb, "id", chunk);
-                qb.push(lock);
-                let current: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                let mut qb = QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
-                push_in(&mut qb, "fire_id", chunk);
-                qb.push(" GROUP BY fire_id, state");
-                let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
-                    std::collections::HashMap::with_capacity(chunk.len());
-                for (fire, state, n) in counts {
-                    by_fire.entry(fire).or_default().push((state, n));
-                }
-                // Only the writer that moves the fire out of an open state reports it as final;
-                // claimed fires that were never started keep their own state.
-                let mut moves: std::collections::BTreeMap<&'static str, Vec<i64>> =
-                    std::collections::BTreeMap::new();
-                let mut changed = Vec::new();
-                for (fire_id, job_id, old) in &current {
-                    let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
-                    if old == state.as_str() || old == "scheduled" || old == "skipped" {
-                        continue;
-                    }
-                    moves.entry(state.as_str()).or_default().push(*fire_id);
-                    if matches!(state, FireState::Succeeded | FireState::Failed) {
-                        changed.push(FireEnded { fire_id: *fire_id, job_id: *job_id, state });
-                    }
-                }
-                for (state, ids) in &moves {
-                    let finished = matches!(*state, "succeeded" | "failed");
-                    let mut qb = QueryBuilder::new("UPDATE fires SET state = ");
-                    qb.push_bind(*state).push(", finished_at = ")
-                        .push_bind(if finished { Some(now) } else { None }).push(" WHERE 1 = 1");
-                    push_in(&mut qb, "id", ids);
-                    qb.build().execute(&mut *tx).await?;
-                }
+                let changed = refresh_in_tx!(tx, chunk, now, lock);
                 tx.commit().await?;
                 changed
             });

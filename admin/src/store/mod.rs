@@ -398,7 +398,10 @@ fn disable_sqlite_memstatus() {
         // SAFETY: a configuration call with one int argument, as documented for
         // SQLITE_CONFIG_MEMSTATUS; SQLite refuses it (SQLITE_MISUSE, harmless) once initialised.
         let rc = unsafe {
-            libsqlite3_sys::sqlite3_config(libsqlite3_sys::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int)
+            libsqlite3_sys::sqlite3_config(
+                libsqlite3_sys::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            )
         };
         if rc != libsqlite3_sys::SQLITE_OK {
             tracing::debug!(rc, "SQLite memory statistics stay on (already initialised)");
