@@ -33,6 +33,10 @@ const MAX_FIRES_PER_JOB: usize = 64;
 /// the planned millisecond only the requests are left to send. Routing sees the executors as they
 /// are this much before the fire.
 pub const PREPARE_MS: i64 = 500;
+/// How long before its planned time a prepared fire's job is checked for edits, so that the check
+/// is not part of the fire's lateness. An edit made within this last moment applies from the
+/// next fire.
+const CHECK_AHEAD_MS: i64 = 20;
 /// Jobs claimed per transaction.
 const CLAIM_BATCH: i64 = 1_000;
 
@@ -135,6 +139,14 @@ fn plan_parsed(
         stop: t.is_none(),
         fires,
         next_fire_at: t,
+    }
+}
+
+/// Sleeps until the wall-clock millisecond `at` (returns at once if it has passed).
+async fn sleep_until_ms(at: i64) {
+    let wait = at - now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
     }
 }
 
@@ -421,12 +433,8 @@ impl Scheduler {
                         match self.dispatcher.prepare_claimed(on_time).await {
                             Ok(prepared) => {
                                 for (planned_at, group) in prepared.by_planned_time() {
-                                    let wait = planned_at - now_ms();
-                                    if wait > 0 {
-                                        let d = Duration::from_millis(wait as u64);
-                                        tokio::time::sleep(d).await;
-                                    }
-                                    self.send_at_time(group, &types).await;
+                                    sleep_until_ms(planned_at - CHECK_AHEAD_MS).await;
+                                    self.send_at_time(group, planned_at, &types).await;
                                 }
                             }
                             Err(e) => tracing::warn!(error = %e, "scheduled fires not dispatched"),
@@ -441,11 +449,13 @@ impl Scheduler {
     }
 
     /// Sends prepared fires at their planned time. Fires whose job was edited, stopped or deleted
-    /// since they were prepared are taken back and dispatched as the job is now (an edit or a stop
-    /// applies to every fire not yet sent, as without preparation).
+    /// since they were prepared ([`CHECK_AHEAD_MS`] before it) are taken back and dispatched as
+    /// the job is now, so an edit or a stop applies to every fire not yet sent, as without
+    /// preparation.
     async fn send_at_time(
         &self,
         mut group: crate::trigger::Prepared,
+        planned_at: i64,
         types: &HashMap<i64, String>,
     ) {
         let stale = match self.store.job_versions(&group.job_ids()).await {
@@ -460,6 +470,7 @@ impl Scheduler {
             }
         };
         if !group.is_empty() {
+            sleep_until_ms(planned_at).await;
             if let Err(e) = self.dispatcher.send_prepared(group).await {
                 tracing::warn!(error = %e, "scheduled fires not dispatched");
             }
