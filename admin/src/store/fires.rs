@@ -634,6 +634,7 @@ impl Store {
         fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a FireFilter)
         where
             i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         {
             qb.push(" WHERE 1 = 1");
@@ -672,6 +673,7 @@ impl Store {
         fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a RunFilter)
         where
             i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         {
             qb.push(" WHERE 1 = 1");
@@ -809,15 +811,34 @@ where
 }
 
 /// Appends ` AND col IN (…)` (or a false condition for an empty list).
+///
+/// On SQLite the list is one bound JSON array (`IN (SELECT value FROM json_each(?))`): the
+/// statement's text is then the same whatever the number of ids, so it is prepared once and
+/// cached, where a `?` per id made a new statement, compiled anew, for every length.
 pub(crate) fn push_in<'a, DB: sqlx::Database>(
     qb: &mut QueryBuilder<'a, DB>,
     col: &str,
     ids: &'a [i64],
 ) where
     i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     if ids.is_empty() {
         qb.push(" AND 1 = 0");
+        return;
+    }
+    if DB::NAME == "SQLite" {
+        use std::fmt::Write;
+        let mut list = String::with_capacity(ids.len() * 8 + 2);
+        list.push('[');
+        for (i, id) in ids.iter().enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            let _ = write!(list, "{sep}{id}");
+        }
+        list.push(']');
+        qb.push(format!(" AND {col} IN (SELECT value FROM json_each("))
+            .push_bind(list)
+            .push("))");
         return;
     }
     qb.push(format!(" AND {col} IN ("));
