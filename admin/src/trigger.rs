@@ -861,8 +861,6 @@ impl Dispatcher {
             self.count_slow(&slow);
             self.store.record_dispatches(&updates).await?;
             if round == 0 {
-                let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
-                self.store.mark_fires_running(&ids).await?;
                 // The fire row keeps the time its requests started going out (stamped above, no
                 // write per fire here); the metric records when each fire's first request left.
                 for w in &works {

@@ -374,20 +374,26 @@ impl Store {
             for ((st, code, msg, address), rows) in &groups {
                 let failed = *st == RunState::Failed.as_str();
                 for chunk in rows.chunks(JOINED_CHUNK) {
+                    // The state moves only from `triggering` (a result may have come first). An
+                    // accepted run needs one statement: its state assignment reads only its own
+                    // column. A failed dispatch is also the run's end, whose columns are set
+                    // only if the state moves, so it is a statement of its own, first.
+                    if failed {
+                        update_joined(dialect, "runs", chunk, |qb| {
+                            qb.push("finished_at = v.column2, handle_msg = ").push_bind(*msg)
+                                .push(", state = ").push_bind(*st);
+                        }, " AND state = 'triggering'").build().execute(&mut *tx).await?;
+                    }
                     update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
                             .push(", trigger_msg = ").push_bind(*msg)
                             .push(", dispatched_at = v.column2");
-                    }, "").build().execute(&mut *tx).await?;
-                    // The state moves only from `triggering`; a failed dispatch is also the
-                    // run's end.
-                    update_joined(dialect, "runs", chunk, |qb| {
-                        qb.push("state = ").push_bind(*st);
-                        if failed {
-                            qb.push(", finished_at = v.column2, handle_msg = ").push_bind(*msg);
+                        if !failed {
+                            qb.push(", state = CASE WHEN state = 'triggering' THEN ")
+                                .push_bind(*st).push(" ELSE state END");
                         }
-                    }, " AND state = 'triggering'").build().execute(&mut *tx).await?;
+                    }, "").build().execute(&mut *tx).await?;
                 }
             }
             tx.commit().await?;
@@ -558,26 +564,16 @@ impl Store {
         Ok(finals)
     }
 
-    /// Records when fires were sent (called as their requests go out, so a slow executor in the
-    /// same batch does not make the others look late).
+    /// Records that fires' requests start going out now: their send time, and `running` (unless
+    /// a result already moved them further). Stamped as the requests start, so a slow executor
+    /// in the same batch does not make the others look late; a fire whose every request then
+    /// fails is refreshed to `failed` after the answers.
     pub async fn mark_fires_dispatched(&self, fire_ids: &[i64], at: i64) -> StoreResult<()> {
         for chunk in fire_ids.chunks(500) {
             with_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = ");
-                qb.push_bind(at).push(" WHERE dispatched_at IS NULL");
-                push_in(&mut qb, "id", chunk);
-                qb.build().execute(pool).await?;
-            });
-        }
-        Ok(())
-    }
-
-    /// Fires whose runs were handed to executors are `running` (unless a result already moved
-    /// them further).
-    pub async fn mark_fires_running(&self, fire_ids: &[i64]) -> StoreResult<()> {
-        for chunk in fire_ids.chunks(500) {
-            with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'running' WHERE state = 'triggering'");
+                qb.push_bind(at)
+                    .push(", state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END WHERE dispatched_at IS NULL");
                 push_in(&mut qb, "id", chunk);
                 qb.build().execute(pool).await?;
             });
