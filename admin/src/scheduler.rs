@@ -362,58 +362,63 @@ impl Scheduler {
             }
         };
         let now = now_ms();
+        let threshold = self.settings.misfire_threshold_ms;
         let mut on_time = Vec::new();
+        // Fires closed without a dispatch, by reason; each reason is one statement per chunk.
+        let mut deleted = Vec::new();
+        let mut stopped = Vec::new();
+        let mut missed = Vec::new();
         for ((planned_at, fire_id), (job_id, trigger_type)) in due {
-            let result = async {
-                let Some(job) = jobs.get(&job_id) else {
-                    self.store
-                        .skip_claimed(fire_id, &self.node, "job deleted", now)
-                        .await?;
-                    return Ok(());
-                };
-                if job.enabled == 0 {
-                    self.store
-                        .skip_claimed(fire_id, &self.node, "job stopped", now)
-                        .await?;
-                    return Ok(());
+            let Some(job) = jobs.get(&job_id) else {
+                deleted.push(fire_id);
+                continue;
+            };
+            if job.enabled == 0 {
+                stopped.push(fire_id);
+                continue;
+            }
+            let late = now - planned_at;
+            if late > threshold && trigger_type != TriggerType::Misfire.as_str() {
+                if job.misfire_strategy != MisfireStrategy::FireOnceNow.as_str() {
+                    missed.push(fire_id);
+                    continue;
                 }
-                let late = now - planned_at;
-                if late > self.settings.misfire_threshold_ms
-                    && trigger_type != TriggerType::Misfire.as_str()
-                {
-                    if job.misfire_strategy == MisfireStrategy::FireOnceNow.as_str() {
-                        if self
-                            .store
-                            .start_claimed(fire_id, &self.node, TriggerType::Misfire.as_str())
-                            .await?
-                        {
-                            self.dispatcher
-                                .dispatch_claimed(vec![(
-                                    job.clone(),
-                                    fire_id,
-                                    planned_at,
-                                    TriggerType::Misfire.as_str().into(),
-                                )])
-                                .await?;
-                        }
-                    } else {
-                        self.store
-                            .skip_claimed(
+                let result = async {
+                    if self
+                        .store
+                        .start_claimed(fire_id, &self.node, TriggerType::Misfire.as_str())
+                        .await?
+                    {
+                        self.dispatcher
+                            .dispatch_claimed(vec![(
+                                job.clone(),
                                 fire_id,
-                                &self.node,
-                                &format!("misfired: {late} ms late (DO_NOTHING)"),
-                                now,
-                            )
+                                planned_at,
+                                TriggerType::Misfire.as_str().into(),
+                            )])
                             .await?;
                     }
-                    return Ok(());
+                    Ok::<(), crate::trigger::TriggerError>(())
                 }
-                on_time.push((job.clone(), fire_id, planned_at, trigger_type.clone()));
-                Ok::<(), crate::trigger::TriggerError>(())
+                .await;
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, fire_id, job_id, "misfired fire not dispatched");
+                }
+                continue;
             }
-            .await;
-            if let Err(e) = result {
-                tracing::warn!(error = %e, fire_id, job_id, "scheduled fire not dispatched");
+            on_time.push((job.clone(), fire_id, planned_at, trigger_type));
+        }
+        let missed_msg = format!("misfired: more than {threshold} ms late when due (DO_NOTHING)");
+        for (ids, msg) in [
+            (deleted, "job deleted"),
+            (stopped, "job stopped"),
+            (missed, missed_msg.as_str()),
+        ] {
+            if ids.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.store.skip_claims(&ids, &self.node, msg, now).await {
+                tracing::warn!(error = %e, fires = ids.len(), "claimed fires not closed; they will be taken over");
             }
         }
         if !on_time.is_empty() {
