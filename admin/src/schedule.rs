@@ -26,8 +26,11 @@ pub enum Schedule {
 /// 1 000 fires per second. Bounded: emptied when it holds [`ScheduleCache::MAX`] texts.
 #[derive(Default)]
 pub struct ScheduleCache {
-    parsed: Mutex<HashMap<(String, String, String), Arc<Result<Schedule, ScheduleError>>>>,
+    parsed: Mutex<HashMap<ScheduleText, Arc<Result<Schedule, ScheduleError>>>>,
 }
+
+/// A schedule as a job writes it: type, configuration, time zone.
+type ScheduleText = (String, String, String);
 
 impl ScheduleCache {
     const MAX: usize = 10_000;
