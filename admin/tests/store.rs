@@ -128,6 +128,10 @@ async fn jobs_crud_and_filters() {
         assert_eq!(back.params, ja.params, "{kind}: long TEXT survives");
         assert_eq!(back.glue_source.len(), ja.glue_source.len());
         assert_eq!(back.updated_at, 20);
+        // A second edit within the same millisecond still moves `updated_at` forward: the
+        // dispatch path's job cache takes an unchanged `updated_at` for an unchanged job.
+        s.update_job(&back, 20).await.unwrap();
+        assert_eq!(s.get_job(a).await.unwrap().updated_at, 21, "{kind}");
 
         s.set_job_enabled(b, true, Some(12345), 30).await.unwrap();
         let (rows, total) = s
