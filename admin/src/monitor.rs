@@ -45,11 +45,7 @@ pub async fn on_fires_final(
     let follow: Vec<(&FireEnded, &Job)> = ended
         .iter()
         .filter_map(|e| jobs.get(&e.job_id).map(|j| (e, j.as_ref())))
-        .filter(|(e, job)| {
-            e.state == FireState::Failed
-                || !job.child_ids().is_empty()
-                || job.schedule_type == crate::model::ScheduleType::FixDelay.as_str()
-        })
+        .filter(|(e, job)| has_follow_up(e.state, job))
         .collect();
     if follow.is_empty() {
         return Ok(());
@@ -71,6 +67,14 @@ pub async fn on_fires_final(
         }
     }
     Ok(())
+}
+
+/// Whether anything follows the end of a fire of `job` in [`on_fire_final`]: retries or an alarm
+/// (a failure), child jobs (a success), the next FIX_DELAY fire. The others need no fire row read.
+fn has_follow_up(state: FireState, job: &Job) -> bool {
+    state == FireState::Failed
+        || (state == FireState::Succeeded && !job.child_ids().is_empty())
+        || job.schedule_type == crate::model::ScheduleType::FixDelay.as_str()
 }
 
 /// Handles one fire that just became final.

@@ -281,22 +281,19 @@ impl Scheduler {
             let e = latest.entry(o.job_id).or_insert(o.planned_at);
             *e = (*e).max(o.planned_at);
         }
-        let mut keep = Vec::with_capacity(orphans.len());
-        for o in orphans {
-            let misfired = now - o.planned_at > threshold;
-            if misfired && latest.get(&o.job_id) != Some(&o.planned_at) {
-                self.store
-                    .skip_claimed(
-                        o.fire_id,
-                        &self.node,
-                        "misfired: superseded by a later missed fire",
-                        now,
-                    )
-                    .await?;
-            } else {
-                keep.push(o);
-            }
-        }
+        let (superseded, keep): (Vec<ClaimedFire>, Vec<ClaimedFire>) =
+            orphans.into_iter().partition(|o| {
+                now - o.planned_at > threshold && latest.get(&o.job_id) != Some(&o.planned_at)
+            });
+        let ids: Vec<i64> = superseded.iter().map(|o| o.fire_id).collect();
+        self.store
+            .skip_claims(
+                &ids,
+                &self.node,
+                "misfired: superseded by a later missed fire",
+                now,
+            )
+            .await?;
         Ok(keep)
     }
 

@@ -23,7 +23,7 @@ use crate::model::{
 };
 use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
-use crate::store::{NewRun, RunUpdate, Store, StoreError};
+use crate::store::{FireEnded, NewRun, RunUpdate, Store, StoreError};
 
 /// Run requests in flight at once in a dispatch round, shared out among the executors it sends to
 /// (at least [`MIN_LANE_CONCURRENCY`] each): a burst reuses the pooled keep-alive connections
@@ -1078,21 +1078,22 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::refresh`] for several fires.
-    pub async fn refresh_many(&self, fire_ids: &[i64]) -> Result<(), StoreError> {
-        for ended in self.store.refresh_fire_states(fire_ids, now_ms()).await? {
-            let _ = self.events.send(ended);
+    /// Returns the fires that became final.
+    pub async fn refresh_many(&self, fire_ids: &[i64]) -> Result<Vec<FireEnded>, StoreError> {
+        let ended = self.store.refresh_fire_states(fire_ids, now_ms()).await?;
+        for e in &ended {
+            let _ = self.events.send(*e);
         }
-        Ok(())
+        Ok(ended)
     }
 
     /// Recomputes a fire's state after its runs changed, and announces it when it became final.
     pub async fn refresh(&self, fire_id: i64) -> Result<Option<FireState>, StoreError> {
-        let ended = self.store.refresh_fire_states(&[fire_id], now_ms()).await?;
-        let state = ended.first().map(|e| e.state);
-        for e in ended {
-            let _ = self.events.send(e);
-        }
-        Ok(state)
+        Ok(self
+            .refresh_many(&[fire_id])
+            .await?
+            .first()
+            .map(|e| e.state))
     }
 }
 

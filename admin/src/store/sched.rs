@@ -290,24 +290,9 @@ impl Store {
         Ok(back)
     }
 
-    /// Closes a claimed fire without dispatching it (misfire DO_NOTHING, job stopped or deleted).
-    pub async fn skip_claimed(
-        &self,
-        fire_id: i64,
-        node: &str,
-        message: &str,
-        now: i64,
-    ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => sqlx::query(
-            "UPDATE fires SET state = 'skipped', message = ?, finished_at = ? WHERE id = ? AND state = 'scheduled' AND owner = ?")
-            .bind(message).bind(now).bind(fire_id).bind(node).execute(pool).await.map(Done::from))?
-        .rows_affected();
-        Ok(n == 1)
-    }
-
-    /// [`Store::skip_claimed`] for many fires with the same message, a statement per chunk: an
-    /// overloaded admin skips thousands of misfired fires a second, and a statement each made
-    /// it fall further behind.
+    /// Closes claimed fires without dispatching them (misfired, job stopped or deleted), where
+    /// `node` still owns them, a statement per chunk: an overloaded admin skips thousands of
+    /// misfired fires a second, and a statement each made it fall further behind.
     pub async fn skip_claims(
         &self,
         fire_ids: &[i64],
