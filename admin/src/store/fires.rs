@@ -169,8 +169,10 @@ impl Store {
                 let fire_id = res.insert_id();
                 let mut ids = Vec::with_capacity(runs.len());
                 // One multi-row INSERT per chunk keeps a 1 000-item fire to a handful of statements.
-                for chunk in runs.chunks(200) {
-                    runs_insert(fire_id, job_id, group_id, chunk, now).build().execute(&mut *tx).await?;
+                let rows: Vec<(i64, i64, i64, &NewRun)> =
+                    runs.iter().map(|r| (fire_id, job_id, group_id, r)).collect();
+                for chunk in rows.chunks(200) {
+                    runs_insert_rows(chunk, now).build().execute(&mut *tx).await?;
                 }
                 if !runs.is_empty() {
                     let got: Vec<i64> = sqlx::query_scalar("SELECT id FROM runs WHERE fire_id = ? ORDER BY id")
@@ -331,7 +333,8 @@ impl Store {
                     }
                 }
                 sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*replaced).execute(&mut *tx).await?;
-                let res = runs_insert(fire.id, fire.job_id, fire.group_id, std::slice::from_ref(run), now)
+                let row = [(fire.id, fire.job_id, fire.group_id, run)];
+                let res = runs_insert_rows(&row, now)
                     .build().execute(&mut *tx).await.map(Done::from)?;
                 ids.push(res.insert_id());
             }
@@ -733,45 +736,8 @@ fn fire_state_of(counts: &[(String, i64)]) -> FireState {
     }
 }
 
-/// The multi-row `INSERT` of a chunk of new runs (state `triggering`).
-fn runs_insert<'a, DB: sqlx::Database>(
-    fire_id: i64,
-    job_id: i64,
-    group_id: i64,
-    chunk: &'a [NewRun],
-    now: i64,
-) -> QueryBuilder<'a, DB>
-where
-    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    Option<String>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
-    qb.push_values(chunk, |mut b, r| {
-        b.push_bind(fire_id)
-            .push_bind(job_id)
-            .push_bind(group_id)
-            .push_bind(r.shard_index)
-            .push_bind(r.shard_total)
-            .push_bind(r.attempt)
-            .push_bind(0i64)
-            .push_bind(r.executor_address.as_str())
-            .push_bind(r.handler.as_str())
-            .push_bind(r.params.as_str())
-            .push_bind(r.item_param.clone())
-            .push_bind(RunState::Triggering.as_str())
-            .push_bind(0i64)
-            .push_bind(String::new())
-            .push_bind(0i64)
-            .push_bind(String::new())
-            .push_bind(now)
-            .push_bind(now);
-    });
-    qb
-}
-
-/// The multi-row `INSERT` of new runs of several fires: (fire id, job id, group id, run).
+/// The multi-row `INSERT` of new runs (state `triggering`), of one fire or several: (fire id,
+/// job id, group id, run).
 fn runs_insert_rows<'a, DB: sqlx::Database>(
     rows: &'a [(i64, i64, i64, &'a NewRun)],
     now: i64,
