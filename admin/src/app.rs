@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
+use crate::beats::{self, Beats};
 use crate::callbacks;
 use crate::config::Settings;
 use crate::metrics::Metrics;
@@ -142,12 +143,15 @@ pub async fn serve(
     ));
     let (sink, writer) = callbacks::start(store.clone(), metrics.clone(), events_tx);
     let stop = CancellationToken::new();
+    let beats = Beats::new(store.clone(), settings.dead_after_ms());
+    let beats_task = tokio::spawn(beats::run(beats.clone(), stop.clone()));
 
     let state = AppState {
         store: store.clone(),
         settings: settings.clone(),
         dispatcher: dispatcher.clone(),
         callbacks: sink,
+        beats,
         metrics: metrics.clone(),
         access_token: access_token.into(),
         node_id: node_id.clone().into(),
@@ -222,6 +226,7 @@ pub async fn serve(
     let _ = registry_task.await;
     let _ = node_task.await;
     let _ = housekeeping_task.await;
+    let _ = beats_task.await;
     drop(dispatcher);
     events_task.abort();
     // The writer ends once the last sink (held by the router, now dropped) is gone.

@@ -7,6 +7,7 @@ pub mod alarm;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod beats;
 pub mod callbacks;
 pub mod config;
 pub mod console;

@@ -162,6 +162,9 @@ pub enum Role {
     SdkIdle,
     /// The same binary with a runtime and nothing else: the memory the SDK is compared with.
     Baseline,
+    /// The trivial axum handler of the HTTP floor as its own process, so its CPU can be read;
+    /// prints `listening on <address>` once bound.
+    FloorServer,
 }
 
 /// Runs a child role until the process is killed.
@@ -170,6 +173,12 @@ pub async fn run_role(role: Role, admin: &str, appname: &str, token: &str) -> an
         Role::Baseline => {
             println!("ready");
             std::future::pending::<()>().await;
+            Ok(())
+        }
+        Role::FloorServer => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            println!("listening on http://{}/", listener.local_addr()?);
+            axum::serve(listener, crate::floor::trivial_app()).await?;
             Ok(())
         }
         Role::Executor | Role::SdkIdle => {

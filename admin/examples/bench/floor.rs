@@ -15,12 +15,7 @@ use crate::sys::r1;
 /// A trivial axum handler taking a trigger-sized POST, driven by `connections` keep-alive clients
 /// for `duration`. Server and clients share the machine's cores, as admin and executors do.
 pub async fn axum_rps(duration: Duration, connections: usize) -> anyhow::Result<Value> {
-    let app = axum::Router::new().route(
-        "/run",
-        axum::routing::post(|body: axum::body::Bytes| async move {
-            axum::Json(json!({"code": 200, "msg": null, "len": body.len()}))
-        }),
-    );
+    let app = trivial_app();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/run", listener.local_addr()?);
     let server = tokio::spawn(async move {
@@ -81,6 +76,36 @@ pub async fn axum_rps(duration: Duration, connections: usize) -> anyhow::Result<
         "connections": connections,
         "window_s": r1(secs),
     }))
+}
+
+/// A handler that answers every POST (any path) with a success envelope and does nothing else.
+pub fn trivial_app() -> axum::Router {
+    axum::Router::new().fallback(axum::routing::post(|body: axum::body::Bytes| async move {
+        axum::Json(json!({"code": 200, "msg": null, "len": body.len()}))
+    }))
+}
+
+/// CPU of the trivial handler in its own process, taking registry-sized POSTs at the rate of
+/// `executors` beating every `period` (the beats scenario without any admin logic): the floor of
+/// that row on this machine.
+pub async fn beat_rate_cpu(
+    log_dir: &std::path::Path,
+    executors: usize,
+    period: Duration,
+    window: Duration,
+) -> anyhow::Result<Value> {
+    let (server, address) = crate::ours::child(
+        "floor-server",
+        "-",
+        "-",
+        log_dir,
+        "floor-server",
+        "listening on ",
+    )
+    .await?;
+    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let url = format!("{address}api/registry");
+    Ok(crate::ours::beats(server.pid(), &http, &url, "-", executors, period, window).await)
 }
 
 /// Rows/s of multi-row inserts into the store's `runs` table (schema from the admin's own

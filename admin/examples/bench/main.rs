@@ -231,6 +231,16 @@ async fn run(args: Args) -> anyhow::Result<i32> {
             &["floors", "axum_loopback"],
             floor::axum_rps(plan.floor_http, 64).await,
         );
+        report.record(
+            &["floors", "axum_at_beat_rate"],
+            floor::beat_rate_cpu(
+                &log_dir,
+                plan.beat_executors,
+                plan.beat_period,
+                plan.beat_window,
+            )
+            .await,
+        );
         for kind in &args.db {
             report.record(
                 &["floors", &format!("{}_batched_inserts", kind.name())],

@@ -15,6 +15,7 @@ use shardline_executor::protocol::{
 
 use super::AppState;
 use crate::model::{now_ms, RunState};
+use crate::store::Beat;
 
 pub fn routes() -> Router<AppState> {
     let api = Router::new()
@@ -77,11 +78,13 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         .as_ref()
         .and_then(|m| serde_json::to_string(m).ok())
         .unwrap_or_default();
-    match state
-        .store
-        .upsert_registry(req.registry_key.trim(), &address, &meta, now_ms())
-        .await
-    {
+    let beat = Beat {
+        appname: req.registry_key.trim().to_string(),
+        address: address.clone(),
+        meta,
+        at: now_ms(),
+    };
+    match state.beats.beat(beat).await {
         Ok(()) => {
             state.dispatcher.mark_healthy(&address);
             ok()
@@ -102,11 +105,7 @@ async fn registry_remove(State(state): State<AppState>, headers: HeaderMap, body
         return fail(m);
     }
     let address = crate::trigger::normalize_address(&req.registry_value);
-    match state
-        .store
-        .remove_registry(req.registry_key.trim(), &address)
-        .await
-    {
+    match state.beats.remove(req.registry_key.trim(), &address).await {
         Ok(_) => ok(),
         Err(e) => {
             tracing::error!(error = %e, "registry remove failed");

@@ -28,6 +28,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub dispatcher: Arc<Dispatcher>,
     pub callbacks: CallbackSink,
+    /// Executor heartbeats, written behind.
+    pub beats: Arc<crate::beats::Beats>,
     pub metrics: Arc<Metrics>,
     /// Token executors present; empty only when explicitly allowed.
     pub access_token: Arc<str>,

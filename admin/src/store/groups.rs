@@ -1,7 +1,18 @@
 //! Executor groups and the registry of live executors.
 
+use sqlx::QueryBuilder;
+
 use super::{with_pool, Done, Store, StoreError, StoreResult};
 use crate::model::{Group, RegistryEntry};
+
+/// One heartbeat of an executor: it is alive at `at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beat {
+    pub appname: String,
+    pub address: String,
+    pub meta: String,
+    pub at: i64,
+}
 
 /// The fields of a group a client sets.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,14 +99,40 @@ impl Store {
         meta: &str,
         now: i64,
     ) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO registry (appname, address, meta, first_seen, updated_at) VALUES (?, ?, ?, ?, ?){}",
-            self.dialect()
-                .upsert("appname, address", &["meta", "updated_at"])
-        );
-        with_pool!(self, pool => sqlx::query(&sql)
-            .bind(appname).bind(address).bind(meta).bind(now).bind(now)
-            .execute(pool).await.map(Done::from))?;
+        self.upsert_registry_many(&[Beat {
+            appname: appname.to_string(),
+            address: address.to_string(),
+            meta: meta.to_string(),
+            at: now,
+        }])
+        .await
+    }
+
+    /// Records many heartbeats, a chunk of rows per statement, in one transaction.
+    pub async fn upsert_registry_many(&self, beats: &[Beat]) -> StoreResult<()> {
+        const CHUNK: usize = 500;
+        let tail = self
+            .dialect()
+            .upsert("appname, address", &["meta", "updated_at"]);
+        with_pool!(self, pool => async {
+            let mut tx = pool.begin().await?;
+            for chunk in beats.chunks(CHUNK) {
+                let mut qb = QueryBuilder::new(
+                    "INSERT INTO registry (appname, address, meta, first_seen, updated_at) ",
+                );
+                qb.push_values(chunk, |mut b, beat| {
+                    b.push_bind(beat.appname.as_str())
+                        .push_bind(beat.address.as_str())
+                        .push_bind(beat.meta.as_str())
+                        .push_bind(beat.at)
+                        .push_bind(beat.at);
+                });
+                qb.push(&tail);
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        }
+        .await)?;
         Ok(())
     }
 

@@ -23,7 +23,7 @@ pub mod sessions;
 mod users;
 
 pub use fires::{CallbackOutcome, FireEnded, FireFilter, NewRun, RunFilter, RunUpdate};
-pub use groups::GroupInput;
+pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};
 pub use sched::{sched_key, ClaimedFire, JobPlan, OpenRun, PlannedFire};
 
@@ -334,6 +334,11 @@ impl Store {
             disable_sqlite_memstatus();
             let pool = SqlitePoolOptions::new()
                 .max_connections(4)
+                // sqlx pings a connection on every acquire by default, to find network
+                // connections that died while idle; a SQLite connection is a file handle that
+                // cannot, and the ping is one more hand-off to the connection's thread per
+                // statement.
+                .test_before_acquire(false)
                 .connect_with(opts)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot open SQLite database {path}: {e}"))?;
