@@ -8,6 +8,7 @@ use shardline_admin::store::Store;
 fn main() {
     // Before the runtime starts its threads: the setting applies to arenas not yet made.
     limit_malloc_arenas();
+    return_freed_memory();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -28,6 +29,24 @@ fn limit_malloc_arenas() {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
+}
+
+/// glibc returns freed heap memory to the system only from the top of an arena; the pages freed
+/// after a burst of runs sit below live allocations and stayed resident (6–8 MiB of the admin's
+/// RSS at 1 000 runs/s). `malloc_trim` gives back every whole free page; once a second it costs
+/// well under a millisecond.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    std::thread::Builder::new()
+        .name("malloc-trim".into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            // SAFETY: malloc_trim only releases free memory; it takes the allocator's own locks.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        })
+        .expect("cannot start the malloc-trim thread");
 }
 
 async fn run() -> anyhow::Result<()> {
