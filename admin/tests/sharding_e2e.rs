@@ -638,9 +638,11 @@ async fn stopped_executor_leaves_no_coverage_gap() {
         );
     }
     // Each takeover resumed from what this fire's lost run had saved, or from the start: never
-    // from the previous fire's final checkpoint, which would skip this fire's work.
+    // from the previous fire's final checkpoint, which would skip this fire's work. What the lost
+    // run sent counts (`saving`): it may have been stopped after the admin stored a checkpoint
+    // and before it journalled the answer.
     let saved_by_lost: Vec<(i64, String)> = procs[2]
-        .events("checkpoint")
+        .events("saving")
         .iter()
         .map(|e| {
             (

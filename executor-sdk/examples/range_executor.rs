@@ -12,7 +12,9 @@
 //! * `RANGE_EXECUTOR_BEAT_MS`: registration interval in milliseconds (finer than the seconds of
 //!   `SHARDLINE_EXECUTOR_BEAT_INTERVAL_SECS`).
 //! * `RANGE_EXECUTOR_JOURNAL`: a file to which every run start, checkpoint and end is appended as
-//!   one JSON line, written before the next step so that it survives a kill.
+//!   one JSON line, written before the next step so that it survives a kill. A checkpoint is
+//!   journalled twice: `saving` before it is sent (the admin may store it even when this process
+//!   is stopped before it reads the answer) and `checkpoint` once the admin took it.
 //!
 //! Once listening it prints `listening on http://ip:port/` on stdout.
 //!
@@ -165,6 +167,7 @@ async fn range_job(ctx: JobContext, journal: Journal) -> JobResult {
 
 async fn save(ctx: &JobContext, journal: &Journal, id: u64) {
     let value = format!("id={id}");
+    journal.write(ctx, "saving", serde_json::json!({ "value": value }));
     match ctx.checkpoint(value.clone()).await {
         Ok(()) => journal.write(ctx, "checkpoint", serde_json::json!({ "value": value })),
         // A stock XXL-JOB admin has no checkpoints: nothing to save.
