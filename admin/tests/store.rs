@@ -5,7 +5,7 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Job, RunState};
 use shardline_admin::store::{
-    CallbackOutcome, FireFilter, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store,
+    Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store,
     StoreError,
 };
 
@@ -75,13 +75,19 @@ async fn groups_and_registry() {
         ));
 
         // Heartbeats: upsert refreshes, order is by address, eviction by age.
-        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "", 1_000)
-            .await
-            .unwrap();
-        s.upsert_registry("app-a", "http://10.0.0.10:9999/", "", 1_000)
-            .await
-            .unwrap();
-        s.upsert_registry("app-a", "http://10.0.0.9:9999/", "{\"weight\":3}", 5_000)
+        let beat = |address: &str, meta: &str, at: i64| Beat {
+            appname: "app-a".into(),
+            address: address.into(),
+            meta: meta.into(),
+            at,
+        };
+        s.upsert_registry_many(&[
+            beat("http://10.0.0.9:9999/", "", 1_000),
+            beat("http://10.0.0.10:9999/", "", 1_000),
+        ])
+        .await
+        .unwrap();
+        s.upsert_registry_many(&[beat("http://10.0.0.9:9999/", "{\"weight\":3}", 5_000)])
             .await
             .unwrap();
         let live = s.live_executors("app-a", 0).await.unwrap();

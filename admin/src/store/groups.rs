@@ -91,24 +91,8 @@ impl Store {
         Ok(with_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).fetch_all(pool).await)?)
     }
 
-    /// Records a heartbeat: inserts the executor or refreshes its time and metadata.
-    pub async fn upsert_registry(
-        &self,
-        appname: &str,
-        address: &str,
-        meta: &str,
-        now: i64,
-    ) -> StoreResult<()> {
-        self.upsert_registry_many(&[Beat {
-            appname: appname.to_string(),
-            address: address.to_string(),
-            meta: meta.to_string(),
-            at: now,
-        }])
-        .await
-    }
-
-    /// Records many heartbeats, a chunk of rows per statement, in one transaction.
+    /// Records heartbeats: inserts each executor or refreshes its time and metadata, a chunk of
+    /// rows per statement, in one transaction.
     pub async fn upsert_registry_many(&self, beats: &[Beat]) -> StoreResult<()> {
         const CHUNK: usize = 500;
         let tail = self
