@@ -4,9 +4,10 @@
 //! to reach the database well within a minute. A beat of an executor this admin already wrote
 //! (with the same metadata) is kept in memory and written together with all others once per
 //! [`Beats::flush_every`]: 1 000 executors cost one transaction a second instead of 33. A new
-//! executor, changed metadata, and every beat while the last write failed are written at once, so
-//! a registration is visible when its request is answered and a database outage is answered with
-//! an error, as with a write per beat.
+//! executor (or one silent for the eviction age, whose row may be gone), changed metadata, and
+//! every beat while the last write failed are written at once, so a registration is visible when
+//! its request is answered and a database outage is answered with an error, as with a write per
+//! beat.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,8 +23,8 @@ type Key = (String, String);
 pub struct Beats {
     store: Store,
     flush_every: Duration,
-    /// Known executors that have not beaten for this long are forgotten (the registry sweep
-    /// evicts them from the database too), so memory follows the live fleet.
+    /// The registry's eviction age: a known executor silent for this long is written at once
+    /// when it beats again, and forgotten at the next flush, so memory follows the live fleet.
     forget_after_ms: i64,
     inner: Mutex<Inner>,
     /// Held while pending beats are written and while an executor is removed, so that a removal
@@ -74,7 +75,9 @@ impl Beats {
             let mut inner = self.inner();
             if !inner.failing {
                 if let Some((meta, last)) = inner.known.get_mut(&key) {
-                    if *meta == beat.meta {
+                    // Silent for the eviction age, its row may be gone (evicted): a beat then
+                    // registers it again, at once.
+                    if *meta == beat.meta && beat.at - *last < self.forget_after_ms {
                         *last = beat.at;
                         inner.pending.insert(key, beat);
                         return Ok(());

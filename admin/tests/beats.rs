@@ -121,6 +121,16 @@ async fn beats_are_written_behind_without_losing_registrations_or_removals() {
         beats.flush().await;
         assert_eq!(rows(&store).await[1].3, 10_000, "{kind}");
 
+        // Silent for the eviction age (its row may have been evicted meanwhile): the next beat
+        // registers it again at once.
+        exec(&db, "DELETE FROM registry").await;
+        beats.beat(beat(B, "", 10_000 + 90_000)).await.unwrap();
+        assert_eq!(
+            rows(&store).await,
+            vec![(B.into(), "".into(), 100_000, 100_000)],
+            "{kind}: back after eviction"
+        );
+
         store.close().await;
         db.cleanup().await;
     }
