@@ -723,11 +723,6 @@ impl Dispatcher {
                 break;
             }
             let sent_at = now_ms();
-            if round == 0 {
-                // Marked as the requests start going out.
-                let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
-                self.store.mark_fires_dispatched(&ids, sent_at).await?;
-            }
             let sends = pending.iter().map(|(w, run)| {
                 let checkpoint = checkpoints
                     .get(&w.job.id)
@@ -797,13 +792,28 @@ impl Dispatcher {
                     idx.into_iter().zip(out).collect::<Vec<_>>()
                 }
             });
+            // The first round stamps its fires as the requests start going out: the write runs
+            // beside the sends, so the requests never wait for the database (a long write on
+            // the one SQLite writer held them up), and a slow lane does not hold the stamp back.
+            let stamp = async {
+                if round == 0 {
+                    let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
+                    self.store.mark_fires_dispatched(&ids, sent_at).await
+                } else {
+                    Ok(())
+                }
+            };
+            let (stamped, lanes) =
+                futures::future::join(stamp, futures::future::join_all(lanes)).await;
             let mut results: Vec<Option<_>> = (0..pending.len()).map(|_| None).collect();
-            for lane in futures::future::join_all(lanes).await {
+            for lane in lanes {
                 for (i, r) in lane {
                     results[i] = Some(r);
                 }
             }
             drop(sends);
+            // A failed stamp is reported after the answers are recorded below, so that requests
+            // already sent are not left without their results.
             let mut first_sent: HashMap<i64, i64> = HashMap::new();
             let mut updates = Vec::with_capacity(results.len());
             let mut failed = Vec::new();
@@ -860,9 +870,10 @@ impl Dispatcher {
             }
             self.count_slow(&slow);
             self.store.record_dispatches(&updates).await?;
+            stamped?;
             if round == 0 {
-                // The fire row keeps the time its requests started going out (stamped above, no
-                // write per fire here); the metric records when each fire's first request left.
+                // The fire row keeps the time its batch started going out (stamped with the
+                // sends); the metric records when each fire's first request left.
                 for w in &works {
                     let at = first_sent.get(&w.fire_id).copied().unwrap_or(sent_at);
                     self.metrics

@@ -221,7 +221,12 @@ impl AdminProc {
             .args(["--access-token", ACCESS_TOKEN])
             .args(["--api-token", API_TOKEN])
             .args(["--admin-password", "bench-admin-password-1"])
-            .env("SHARDLINE_LOG", "warn");
+            // `BENCH_ADMIN_LOG=warn,sqlx::query=debug` (with `--keep-logs`) logs every statement
+            // with its time, for profiling; the default keeps logging out of the figures.
+            .env(
+                "SHARDLINE_LOG",
+                std::env::var("BENCH_ADMIN_LOG").unwrap_or_else(|_| "warn".into()),
+            );
         let mut proc = Proc::spawn(name, &mut cmd, log_dir)?;
         let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::builder()

@@ -2,7 +2,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::{list_page, update_joined, with_pool, Done, Store, StoreResult, JOINED_CHUNK};
+use super::{
+    list_page, update_joined, with_pool, with_read_pool, Done, Store, StoreResult, JOINED_CHUNK,
+};
 use crate::model::{Fire, FireState, Run, RunState};
 
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
@@ -237,7 +239,7 @@ impl Store {
         let mut ids: std::collections::HashMap<(i64, i64), i64> =
             std::collections::HashMap::with_capacity(rows.len());
         for chunk in fire_ids.chunks(500) {
-            let got: Vec<(i64, i64, i64)> = with_pool!(self, pool => {
+            let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
                 push_in(&mut qb, "fire_id", chunk);
                 qb.build_query_as().fetch_all(pool).await?
@@ -282,7 +284,7 @@ impl Store {
     pub async fn runs_of_fires(&self, fire_ids: &[i64]) -> StoreResult<Vec<Run>> {
         let mut out = Vec::new();
         for chunk in fire_ids.chunks(500) {
-            let rows = with_pool!(self, pool => {
+            let rows = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE superseded = 0"));
                 push_in(&mut qb, "fire_id", chunk);
                 qb.push(" ORDER BY fire_id, shard_index, id");
@@ -297,7 +299,7 @@ impl Store {
     pub async fn runs_by_ids(&self, ids: &[i64]) -> StoreResult<Vec<Run>> {
         let mut out = Vec::new();
         for chunk in ids.chunks(500) {
-            let rows = with_pool!(self, pool => {
+            let rows = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE 1 = 1"));
                 push_in(&mut qb, "id", chunk);
                 qb.push(" ORDER BY id");
@@ -593,7 +595,7 @@ impl Store {
     pub async fn get_fire(&self, id: i64) -> StoreResult<Option<Fire>> {
         let sql = format!("SELECT {FIRE_COLS} FROM fires WHERE id = ?");
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Fire>(&sql).bind(id).fetch_optional(pool).await)?,
+            with_read_pool!(self, pool => sqlx::query_as::<_, Fire>(&sql).bind(id).fetch_optional(pool).await)?,
         )
     }
 
@@ -601,7 +603,7 @@ impl Store {
     pub async fn get_fires(&self, ids: &[i64]) -> StoreResult<Vec<Fire>> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let rows = with_pool!(self, pool => {
+            let rows = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new(format!("SELECT {FIRE_COLS} FROM fires WHERE 1 = 1"));
                 push_in(&mut qb, "id", chunk);
                 qb.build_query_as::<Fire>().fetch_all(pool).await?
@@ -617,14 +619,14 @@ impl Store {
             "SELECT {RUN_COLS} FROM runs WHERE fire_id = ? ORDER BY shard_index, attempt, id"
         );
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(fire_id).fetch_all(pool).await)?,
+            with_read_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(fire_id).fetch_all(pool).await)?,
         )
     }
 
     pub async fn get_run(&self, id: i64) -> StoreResult<Option<Run>> {
         let sql = format!("SELECT {RUN_COLS} FROM runs WHERE id = ?");
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(id).fetch_optional(pool).await)?,
+            with_read_pool!(self, pool => sqlx::query_as::<_, Run>(&sql).bind(id).fetch_optional(pool).await)?,
         )
     }
 

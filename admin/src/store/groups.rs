@@ -2,7 +2,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::{with_pool, Done, Store, StoreError, StoreResult};
+use super::{with_pool, with_read_pool, Done, Store, StoreError, StoreResult};
 use crate::model::{Group, RegistryEntry};
 
 /// One heartbeat of an executor: it is alive at `at`.
@@ -75,20 +75,20 @@ impl Store {
 
     pub async fn get_group(&self, id: i64) -> StoreResult<Group> {
         let sql = format!("SELECT {GROUP_COLS} FROM executor_groups WHERE id = ?");
-        with_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).bind(id).fetch_optional(pool).await)?
+        with_read_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).bind(id).fetch_optional(pool).await)?
             .ok_or(StoreError::NotFound("group"))
     }
 
     pub async fn group_by_appname(&self, appname: &str) -> StoreResult<Option<Group>> {
         let sql = format!("SELECT {GROUP_COLS} FROM executor_groups WHERE appname = ?");
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).bind(appname).fetch_optional(pool).await)?,
+            with_read_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).bind(appname).fetch_optional(pool).await)?,
         )
     }
 
     pub async fn list_groups(&self) -> StoreResult<Vec<Group>> {
         let sql = format!("SELECT {GROUP_COLS} FROM executor_groups ORDER BY id");
-        Ok(with_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).fetch_all(pool).await)?)
+        Ok(with_read_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).fetch_all(pool).await)?)
     }
 
     /// Records heartbeats: inserts each executor or refreshes its time and metadata, a chunk of
@@ -134,7 +134,7 @@ impl Store {
         alive_since: i64,
     ) -> StoreResult<Vec<RegistryEntry>> {
         let sql = "SELECT id, appname, address, meta, first_seen, updated_at FROM registry WHERE appname = ? AND updated_at >= ? ORDER BY address";
-        let mut v = with_pool!(self, pool => sqlx::query_as::<_, RegistryEntry>(sql)
+        let mut v = with_read_pool!(self, pool => sqlx::query_as::<_, RegistryEntry>(sql)
             .bind(appname).bind(alive_since).fetch_all(pool).await)?;
         // Byte order, independent of the database collation.
         v.sort_by(|a, b| a.address.cmp(&b.address));
@@ -145,7 +145,7 @@ impl Store {
     pub async fn all_live_executors(&self, alive_since: i64) -> StoreResult<Vec<RegistryEntry>> {
         let sql = "SELECT id, appname, address, meta, first_seen, updated_at FROM registry WHERE updated_at >= ? ORDER BY appname, address";
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, RegistryEntry>(sql)
+            with_read_pool!(self, pool => sqlx::query_as::<_, RegistryEntry>(sql)
             .bind(alive_since).fetch_all(pool).await)?,
         )
     }

@@ -2,7 +2,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::{list_page, retry_on_conflict, with_pool, Done, Store, StoreError, StoreResult};
+use super::{
+    list_page, retry_on_conflict, with_pool, with_read_pool, Done, Store, StoreError, StoreResult,
+};
 use crate::model::Job;
 
 /// The assignment of `updated_at` on every edit (two binds: now, now). It always moves forward,
@@ -178,7 +180,7 @@ impl Store {
 
     pub async fn get_job(&self, id: i64) -> StoreResult<Job> {
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?");
-        with_pool!(self, pool => sqlx::query_as::<_, Job>(&sql).bind(id).fetch_optional(pool).await)?
+        with_read_pool!(self, pool => sqlx::query_as::<_, Job>(&sql).bind(id).fetch_optional(pool).await)?
             .ok_or(StoreError::NotFound("job"))
     }
 
@@ -186,7 +188,7 @@ impl Store {
     pub async fn get_jobs(&self, ids: &[i64]) -> StoreResult<Vec<Job>> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let rows = with_pool!(self, pool => {
+            let rows = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new(format!("SELECT {JOB_COLS} FROM jobs WHERE 1 = 1"));
                 super::fires::push_in(&mut qb, "id", chunk);
                 qb.build_query_as::<Job>().fetch_all(pool).await?
@@ -201,7 +203,7 @@ impl Store {
     pub async fn job_versions(&self, ids: &[i64]) -> StoreResult<Vec<(i64, i64, i64)>> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
-            let rows: Vec<(i64, i64, i64)> = with_pool!(self, pool => {
+            let rows: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("SELECT id, enabled, updated_at FROM jobs WHERE 1 = 1");
                 super::fires::push_in(&mut qb, "id", chunk);
                 qb.build_query_as().fetch_all(pool).await?
@@ -267,7 +269,7 @@ impl Store {
     /// GLUE versions of a job, newest first.
     pub async fn glue_versions(&self, job_id: i64) -> StoreResult<Vec<GlueVersion>> {
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, GlueVersion>("SELECT id, job_id, glue_type, glue_source, remark, created_at FROM glue_history WHERE job_id = ? ORDER BY id DESC")
+            with_read_pool!(self, pool => sqlx::query_as::<_, GlueVersion>("SELECT id, job_id, glue_type, glue_source, remark, created_at FROM glue_history WHERE job_id = ? ORDER BY id DESC")
             .bind(job_id).fetch_all(pool).await)?,
         )
     }

@@ -1,6 +1,6 @@
 //! Checkpoints, daily report, admin nodes and counters.
 
-use super::{with_pool, Done, Store, StoreResult};
+use super::{with_pool, with_read_pool, Done, Store, StoreResult};
 use crate::model::{AdminNode, Checkpoint, DailyReport};
 
 impl Store {
@@ -25,7 +25,7 @@ impl Store {
 
     pub async fn checkpoints(&self, job_id: i64) -> StoreResult<Vec<Checkpoint>> {
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, Checkpoint>("SELECT job_id, item, value, run_id, updated_at FROM checkpoints WHERE job_id = ? ORDER BY item")
+            with_read_pool!(self, pool => sqlx::query_as::<_, Checkpoint>("SELECT job_id, item, value, run_id, updated_at FROM checkpoints WHERE job_id = ? ORDER BY item")
             .bind(job_id).fetch_all(pool).await)?,
         )
     }
@@ -70,7 +70,7 @@ impl Store {
     /// Report rows from `from_day` (inclusive, `YYYY-MM-DD`) on, oldest first.
     pub async fn daily_reports(&self, from_day: &str) -> StoreResult<Vec<DailyReport>> {
         Ok(
-            with_pool!(self, pool => sqlx::query_as::<_, DailyReport>("SELECT day, succeeded, failed, running, updated_at FROM daily_report WHERE day >= ? ORDER BY day")
+            with_read_pool!(self, pool => sqlx::query_as::<_, DailyReport>("SELECT day, succeeded, failed, running, updated_at FROM daily_report WHERE day >= ? ORDER BY day")
             .bind(from_day).fetch_all(pool).await)?,
         )
     }

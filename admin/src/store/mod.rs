@@ -28,28 +28,47 @@ pub use jobs::{GlueVersion, JobFilter};
 pub use sched::{sched_key, ClaimedFire, JobPlan, OpenRun, PlannedFire};
 
 /// The database behind a [`Store`].
+///
+/// SQLite has one writer connection and a few readers. SQLite runs one write at a time anyway,
+/// and a connection whose last transaction was not its own finds its page cache stale (WAL) and
+/// reads every page again: with writes spread over four connections in turn, every transaction
+/// started cold, and each connection held a page cache of its own. Readers keep the console and
+/// the scheduler's checks from waiting behind a long write (WAL readers never wait for it).
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite(SqlitePool),
+    Sqlite { write: SqlitePool, read: SqlitePool },
     MySql(MySqlPool),
 }
 
-/// Runs `$body` with `$pool` bound to the concrete pool, once per database type.
+/// Runs `$body` with `$pool` bound to the concrete pool, once per database type. On SQLite this is
+/// the writer connection; statements that only read may use [`with_read_pool!`] instead.
 macro_rules! with_pool {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.db {
-            $crate::store::Db::Sqlite($pool) => $body,
+            $crate::store::Db::Sqlite { write: $pool, .. } => $body,
             $crate::store::Db::MySql($pool) => $body,
         }
     };
 }
 pub(crate) use with_pool;
 
+/// [`with_pool!`] for statements that only read and need no transaction: on SQLite they run on a
+/// reader connection, so they do not queue behind the writer.
+macro_rules! with_read_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.db {
+            $crate::store::Db::Sqlite { read: $pool, .. } => $body,
+            $crate::store::Db::MySql($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_read_pool;
+
 /// One page of `$row`s from `$table` (newest first) and the total count of matches, with the
 /// filter written once by `$push_where(&mut QueryBuilder, $filter)`.
 macro_rules! list_page {
     ($store:expr, $row:ty, $cols:expr, $table:literal, $push_where:ident, $filter:expr, $offset:expr, $limit:expr) => {
-        with_pool!($store, pool => {
+        with_read_pool!($store, pool => {
             let mut qb = sqlx::QueryBuilder::new(format!("SELECT {} FROM {}", $cols, $table));
             $push_where(&mut qb, $filter);
             qb.push(" ORDER BY id DESC LIMIT ").push_bind($limit).push(" OFFSET ").push_bind($offset);
@@ -332,22 +351,33 @@ impl Store {
                 .foreign_keys(false)
                 .statement_cache_capacity(20);
             disable_sqlite_memstatus();
-            let pool = SqlitePoolOptions::new()
-                .max_connections(4)
-                // sqlx pings a connection on every acquire by default, to find network
-                // connections that died while idle; a SQLite connection is a file handle that
-                // cannot, and the ping is one more hand-off to the connection's thread per
-                // statement.
+            // sqlx pings a connection on every acquire by default, to find network connections
+            // that died while idle; a SQLite connection is a file handle that cannot, and the
+            // ping is one more hand-off to the connection's thread per statement.
+            let write = SqlitePoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
                 .test_before_acquire(false)
-                .connect_with(opts)
+                .connect_with(opts.clone())
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot open SQLite database {path}: {e}"))?;
             SQLITE_MIGRATOR
-                .run(&pool)
+                .run(&write)
                 .await
                 .map_err(|e| anyhow::anyhow!("SQLite migrations failed: {e}"))?;
+            // An in-memory database exists once per connection: it has only the writer.
+            let read = if path == ":memory:" {
+                write.clone()
+            } else {
+                SqlitePoolOptions::new()
+                    .max_connections(3)
+                    .test_before_acquire(false)
+                    .connect_with(opts.read_only(true))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot open SQLite database {path}: {e}"))?
+            };
             Store {
-                db: Db::Sqlite(pool),
+                db: Db::Sqlite { write, read },
             }
         } else {
             anyhow::bail!(
@@ -360,7 +390,7 @@ impl Store {
 
     pub fn dialect(&self) -> Dialect {
         match self.db {
-            Db::Sqlite(_) => Dialect::Sqlite,
+            Db::Sqlite { .. } => Dialect::Sqlite,
             Db::MySql(_) => Dialect::MySql,
         }
     }
@@ -390,7 +420,13 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        with_pool!(self, pool => pool.close().await)
+        match &self.db {
+            Db::Sqlite { write, read } => {
+                read.close().await;
+                write.close().await;
+            }
+            Db::MySql(pool) => pool.close().await,
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::{update_joined, with_pool, Dialect, Done, Store, StoreResult, JOINED_CHUNK};
+use super::{
+    update_joined, with_pool, with_read_pool, Dialect, Done, Store, StoreResult, JOINED_CHUNK,
+};
 use crate::model::{FireState, Job};
 
 /// One fire a job should get.
@@ -363,7 +365,7 @@ impl Store {
 
     /// Runs whose retry time has come, oldest first.
     pub async fn due_retries(&self, now: i64, limit: i64) -> StoreResult<Vec<(i64, i64)>> {
-        Ok(with_pool!(self, pool => sqlx::query_as(
+        Ok(with_read_pool!(self, pool => sqlx::query_as(
             "SELECT id, retry_at FROM runs WHERE retry_at IS NOT NULL AND retry_at <= ? AND superseded = 0 ORDER BY retry_at LIMIT ?")
             .bind(now).bind(limit).fetch_all(pool).await)?)
     }
@@ -407,7 +409,7 @@ impl Store {
     /// Open runs that may be lost: every run an executor accepted, and runs still waiting for
     /// their dispatch since before `unsent_before`. Only what the watch judges them by is read.
     pub async fn open_runs(&self, unsent_before: i64, limit: i64) -> StoreResult<Vec<OpenRun>> {
-        Ok(with_pool!(self, pool => sqlx::query_as::<_, OpenRun>(
+        Ok(with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(
             "SELECT id, fire_id, job_id, group_id, executor_address, created_at, dispatched_at FROM runs WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) ORDER BY id LIMIT ?")
             .bind(unsent_before).bind(limit).fetch_all(pool).await)?)
     }
