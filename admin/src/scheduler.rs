@@ -460,10 +460,12 @@ impl Scheduler {
         planned_at: i64,
         types: &HashMap<i64, String>,
     ) {
-        let stale = match self.store.job_versions(&group.job_ids()).await {
-            Ok(v) => {
-                let now: HashMap<i64, (i64, i64)> =
-                    v.into_iter().map(|(id, en, up)| (id, (en, up))).collect();
+        let stale = match self.dispatcher.jobs(&group.job_ids()).await {
+            Ok(jobs) => {
+                let now: HashMap<i64, (i64, i64)> = jobs
+                    .into_iter()
+                    .map(|(id, j)| (id, (j.enabled, j.updated_at)))
+                    .collect();
                 group.take_stale(&now)
             }
             Err(e) => {

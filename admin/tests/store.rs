@@ -191,6 +191,63 @@ async fn jobs_crud_and_filters() {
     .await;
 }
 
+/// Every edit, stop, start and deletion counts itself, and the dispatch path's job cache answers
+/// from memory while the count stays, and sees each of those changes at its next lookup.
+#[tokio::test]
+async fn job_edits_count_and_the_job_cache() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-cache"), 1).await.unwrap();
+        let a = s.create_job(&job(g, "a"), 10).await.unwrap();
+        let b = s.create_job(&job(g, "b"), 10).await.unwrap();
+        let start = s.job_edits().await.unwrap();
+        let cache = shardline_admin::jobcache::JobCache::default();
+        let got = cache.get(&s, &[a, b]).await.unwrap();
+        assert_eq!(got[&a].params, "p=1", "{kind}");
+        assert_eq!(cache.len(), 2);
+        // A creation is not an edit (a new job is in no cache).
+        let c = s.create_job(&job(g, "c"), 11).await.unwrap();
+        assert_eq!(s.job_edits().await.unwrap(), start, "{kind}");
+        assert_eq!(cache.get(&s, &[a, b, c]).await.unwrap().len(), 3);
+
+        let mut ja = s.get_job(a).await.unwrap();
+        ja.params = "p=2".into();
+        s.update_job(&ja, 20).await.unwrap();
+        assert_eq!(
+            s.job_edits().await.unwrap(),
+            start + 1,
+            "{kind}: an edit counts"
+        );
+        assert_eq!(
+            cache.get(&s, &[a]).await.unwrap()[&a].params,
+            "p=2",
+            "{kind}"
+        );
+
+        s.set_job_enabled(b, true, Some(5), 30).await.unwrap();
+        assert_eq!(
+            s.job_edits().await.unwrap(),
+            start + 2,
+            "{kind}: a start counts"
+        );
+        assert_eq!(cache.get(&s, &[b]).await.unwrap()[&b].enabled, 1, "{kind}");
+
+        s.delete_job(c).await.unwrap();
+        assert_eq!(
+            s.job_edits().await.unwrap(),
+            start + 3,
+            "{kind}: a deletion counts"
+        );
+        let got = cache.get(&s, &[a, b, c]).await.unwrap();
+        assert!(!got.contains_key(&c), "{kind}: a deleted job is gone");
+        assert_eq!(cache.len(), 2, "{kind}");
+
+        // A refused write counts nothing.
+        assert!(s.delete_job(c).await.is_err());
+        assert_eq!(s.job_edits().await.unwrap(), start + 3, "{kind}");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn fires_runs_and_callbacks() {
     each_db(|s, kind| async move {

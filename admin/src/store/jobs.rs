@@ -128,10 +128,19 @@ impl Store {
             "UPDATE jobs SET {}, {UPDATED_AT} WHERE id = ?",
             sets.join(", ")
         );
+        let bump = self.dialect().count_job_edit();
         let n = retry_on_conflict(|| async {
-            with_pool!(self, pool => bind_job!(sqlx::query(&sql), j)
-                .bind(now).bind(now).bind(j.id)
-                .execute(pool).await.map(Done::from))
+            with_pool!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let done = bind_job!(sqlx::query(&sql), j)
+                    .bind(now).bind(now).bind(j.id)
+                    .execute(&mut *tx).await.map(Done::from)?;
+                if done.rows_affected() > 0 {
+                    sqlx::query(bump).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(done)
+            })
         })
         .await?
         .rows_affected();
@@ -151,10 +160,19 @@ impl Store {
     ) -> StoreResult<()> {
         let sql =
             format!("UPDATE jobs SET enabled = ?, next_fire_at = ?, {UPDATED_AT} WHERE id = ?");
+        let bump = self.dialect().count_job_edit();
         let n = retry_on_conflict(|| async {
-            with_pool!(self, pool => sqlx::query(&sql)
-                .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(now).bind(id)
-                .execute(pool).await.map(Done::from))
+            with_pool!(self, pool => {
+                let mut tx = pool.begin().await?;
+                let done = sqlx::query(&sql)
+                    .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(now).bind(id)
+                    .execute(&mut *tx).await.map(Done::from)?;
+                if done.rows_affected() > 0 {
+                    sqlx::query(bump).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(done)
+            })
         })
         .await?
         .rows_affected();
@@ -165,8 +183,17 @@ impl Store {
     }
 
     pub async fn delete_job(&self, id: i64) -> StoreResult<()> {
-        let n = with_pool!(self, pool => sqlx::query("DELETE FROM jobs WHERE id = ?")
-            .bind(id).execute(pool).await.map(Done::from))?
+        let bump = self.dialect().count_job_edit();
+        let n = with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            let done = sqlx::query("DELETE FROM jobs WHERE id = ?")
+                .bind(id).execute(&mut *tx).await.map(Done::from)?;
+            if done.rows_affected() > 0 {
+                sqlx::query(bump).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            done
+        })
         .rows_affected();
         if n == 0 {
             return Err(StoreError::NotFound("job"));
@@ -182,6 +209,15 @@ impl Store {
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?");
         with_read_pool!(self, pool => sqlx::query_as::<_, Job>(&sql).bind(id).fetch_optional(pool).await)?
             .ok_or(StoreError::NotFound("job"))
+    }
+
+    /// How many times jobs were edited, stopped, started or deleted, ever (creations do not
+    /// count: a new job is in no cache). Every such write counts itself in its own transaction,
+    /// so while this number stays the same, a job read earlier is still current.
+    pub async fn job_edits(&self) -> StoreResult<i64> {
+        let n: Option<i64> = with_read_pool!(self, pool => sqlx::query_scalar("SELECT value FROM counters WHERE name = 'job_edits'")
+            .fetch_optional(pool).await)?;
+        Ok(n.unwrap_or(0))
     }
 
     /// Several jobs by id (missing ids are simply absent).

@@ -121,6 +121,14 @@ impl Dialect {
             }
         }
     }
+
+    /// The statement that counts one job edit (see [`Store::job_edits`]).
+    pub(crate) fn count_job_edit(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "INSERT INTO counters (name, value) VALUES ('job_edits', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1",
+            Dialect::MySql => "INSERT INTO counters (name, value) VALUES ('job_edits', 1) ON DUPLICATE KEY UPDATE value = value + 1",
+        }
+    }
 }
 
 /// Rows updated per [`update_joined`] statement.

@@ -152,6 +152,10 @@ impl Store {
                 }, " AND jobs.next_fire_at = v.column2")
                 .build().execute(&mut *tx).await.map(Done::from)?;
             }
+            // A job its schedule stops is an edit to the job caches (its `enabled` changed).
+            if advances.iter().any(|a| a[4] == Some(0)) {
+                sqlx::query(dialect.count_job_edit()).execute(&mut *tx).await?;
+            }
             for chunk in rows.chunks(500) {
                 let mut qb = QueryBuilder::new(insert_prefix.as_str());
                 qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key)| {
