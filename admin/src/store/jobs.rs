@@ -103,6 +103,22 @@ pub struct GlueVersion {
     pub created_at: i64,
 }
 
+/// Runs a job write in a transaction with `pool`, and counts it as a job edit
+/// ([`Store::job_edits`]) when it changed a row. Evaluates to the write's [`Done`].
+macro_rules! counted_edit {
+    ($pool:ident, $dialect:expr, $write:expr) => {{
+        let mut tx = $pool.begin().await?;
+        let done = $write.execute(&mut *tx).await.map(Done::from)?;
+        if done.rows_affected() > 0 {
+            sqlx::query($dialect.count_job_edit())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        done
+    }};
+}
+
 impl Store {
     /// Inserts a job (its `id`, `created_at` and `updated_at` are ignored) and returns its id.
     pub async fn create_job(&self, j: &Job, now: i64) -> StoreResult<i64> {
@@ -128,19 +144,10 @@ impl Store {
             "UPDATE jobs SET {}, {UPDATED_AT} WHERE id = ?",
             sets.join(", ")
         );
-        let bump = self.dialect().count_job_edit();
+        let dialect = self.dialect();
         let n = retry_on_conflict(|| async {
-            with_pool!(self, pool => {
-                let mut tx = pool.begin().await?;
-                let done = bind_job!(sqlx::query(&sql), j)
-                    .bind(now).bind(now).bind(j.id)
-                    .execute(&mut *tx).await.map(Done::from)?;
-                if done.rows_affected() > 0 {
-                    sqlx::query(bump).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(done)
-            })
+            Ok(with_pool!(self, pool => counted_edit!(pool, dialect, bind_job!(sqlx::query(&sql), j)
+                .bind(now).bind(now).bind(j.id))))
         })
         .await?
         .rows_affected();
@@ -160,19 +167,12 @@ impl Store {
     ) -> StoreResult<()> {
         let sql =
             format!("UPDATE jobs SET enabled = ?, next_fire_at = ?, {UPDATED_AT} WHERE id = ?");
-        let bump = self.dialect().count_job_edit();
+        let dialect = self.dialect();
         let n = retry_on_conflict(|| async {
-            with_pool!(self, pool => {
-                let mut tx = pool.begin().await?;
-                let done = sqlx::query(&sql)
-                    .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(now).bind(id)
-                    .execute(&mut *tx).await.map(Done::from)?;
-                if done.rows_affected() > 0 {
-                    sqlx::query(bump).execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(done)
-            })
+            Ok(
+                with_pool!(self, pool => counted_edit!(pool, dialect, sqlx::query(&sql)
+                .bind(i64::from(enabled)).bind(next_fire_at).bind(now).bind(now).bind(id))),
+            )
         })
         .await?
         .rows_affected();
@@ -183,18 +183,9 @@ impl Store {
     }
 
     pub async fn delete_job(&self, id: i64) -> StoreResult<()> {
-        let bump = self.dialect().count_job_edit();
-        let n = with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            let done = sqlx::query("DELETE FROM jobs WHERE id = ?")
-                .bind(id).execute(&mut *tx).await.map(Done::from)?;
-            if done.rows_affected() > 0 {
-                sqlx::query(bump).execute(&mut *tx).await?;
-            }
-            tx.commit().await?;
-            done
-        })
-        .rows_affected();
+        let dialect = self.dialect();
+        let n = with_pool!(self, pool => counted_edit!(pool, dialect, sqlx::query("DELETE FROM jobs WHERE id = ?").bind(id)))
+            .rows_affected();
         if n == 0 {
             return Err(StoreError::NotFound("job"));
         }
