@@ -709,10 +709,17 @@ impl Dispatcher {
                 own_runs.insert(w.fire_id, ids.into_iter().map(|r| r.id).collect());
             }
         }
-        let works: Vec<Arc<FireWork>> = works.into_iter().map(Arc::new).collect();
-        let mut pending: Vec<(Arc<FireWork>, Run)> = works
-            .iter()
-            .flat_map(|w| w.runs.iter().map(move |r| (w.clone(), r.clone())))
+        // The runs move out of their fires into the send list (no copy: at the planned
+        // millisecond, every microsecond before the first request counts).
+        let mut pending: Vec<(Arc<FireWork>, Run)> = Vec::new();
+        let works: Vec<Arc<FireWork>> = works
+            .into_iter()
+            .map(|mut w| {
+                let runs = std::mem::take(&mut w.runs);
+                let w = Arc::new(w);
+                pending.extend(runs.into_iter().map(|r| (w.clone(), r)));
+                w
+            })
             .collect();
         let max_rounds = works.iter().map(|w| w.targets.len()).max().unwrap_or(0);
         let mut to_refresh: HashSet<i64> = HashSet::new();

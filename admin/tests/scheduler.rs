@@ -610,3 +610,72 @@ async fn a_dead_executor_does_not_delay_other_jobs() {
     admin.stop().await;
     db.cleanup().await;
 }
+
+/// An admin that comes back to more misfired jobs than one claim takes (1 000) plans all of them
+/// in its first pass. A claim of misfired DO_NOTHING jobs gets no fires; the pass used to take
+/// that for "nothing more due" and advance only a thousand jobs a second, so the rest misfired
+/// again in turn and an overloaded admin stopped firing altogether.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_of_misfired_jobs_is_planned_in_one_pass() {
+    const JOBS: usize = 2_500;
+    let db = TestDb::sqlite();
+    let store = shardline_admin::store::Store::connect(&db.url)
+        .await
+        .unwrap();
+    let gid = store
+        .create_group(
+            &shardline_admin::store::GroupInput {
+                appname: "backlog-app".into(),
+                title: "Backlog".into(),
+                address_type: "AUTO".into(),
+                addresses: String::new(),
+                access_token: String::new(),
+                generation: "CLASSIC".into(),
+            },
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    // Due an hour ago: every one of them misfired.
+    let hour_ago = now_ms() - 3_600_000;
+    for i in 0..JOBS {
+        let job = shardline_admin::model::Job {
+            group_id: gid,
+            name: format!("backlog-{i}"),
+            schedule_type: "CRON".into(),
+            schedule_conf: "* * * * * ?".into(),
+            timezone: "UTC".into(),
+            handler: "record".into(),
+            misfire_strategy: "DO_NOTHING".into(),
+            enabled: 1,
+            next_fire_at: Some(hour_ago - i as i64),
+            ..Default::default()
+        };
+        store.create_job(&job, hour_ago).await.unwrap();
+    }
+    store.close().await;
+    let started = now_ms();
+    let admin = TestAdmin::start(&db).await;
+    // One pass takes well under a second here; the second pass would come a second after it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    admin.stop().await;
+    let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+    let firsts: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT job_id, MIN(planned_at) FROM fires WHERE trigger_type = 'CRON' GROUP BY job_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert_eq!(firsts.len(), JOBS, "every job has its regular fires again");
+    let earliest = firsts.iter().map(|f| f.1).min().unwrap();
+    let latest = firsts.iter().map(|f| f.1).max().unwrap();
+    assert!(earliest > started, "no missed fire was replayed");
+    // All were planned by the same pass: their first fires are the same second, or the next one
+    // if the pass crossed a second boundary. A thousand jobs per pass put them 2 s apart.
+    assert!(
+        latest - earliest <= 1_000,
+        "first fires from {earliest} to {latest}: the backlog took more than one pass"
+    );
+    db.cleanup().await;
+}

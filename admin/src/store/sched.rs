@@ -99,7 +99,8 @@ impl Store {
     /// Claims the fires of jobs due before `horizon`: plans them with `plan`, inserts their fire
     /// rows owned by `node` with a lease until `planned_at + lease_ms`, and advances each job, in one
     /// transaction. On MySQL the job rows are locked with `SKIP LOCKED`, so several admins claim
-    /// disjoint sets at the same moment.
+    /// disjoint sets at the same moment. Returns how many jobs were due (at most `limit`) and
+    /// the fires claimed for them.
     pub async fn claim_due(
         &self,
         node: &str,
@@ -108,7 +109,7 @@ impl Store {
         limit: i64,
         now: i64,
         plan: impl Fn(&Job) -> JobPlan,
-    ) -> StoreResult<Vec<ClaimedFire>> {
+    ) -> StoreResult<(usize, Vec<ClaimedFire>)> {
         let select = match self.dialect() {
             Dialect::MySql => format!(
                 "SELECT {DUE_COLS} FROM jobs WHERE enabled = 1 AND next_fire_at IS NOT NULL AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ? FOR UPDATE SKIP LOCKED"
@@ -123,7 +124,7 @@ impl Store {
         );
         let begin = self.begin_write();
         let dialect = self.dialect();
-        let keys = with_pool!(self, pool => {
+        let (due, keys) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
                 .bind(horizon).bind(limit).fetch_all(&mut *tx).await?
@@ -167,9 +168,9 @@ impl Store {
                 qb.build().execute(&mut *tx).await.map(Done::from)?;
             }
             tx.commit().await?;
-            rows.into_iter().map(|r| r.4).collect::<Vec<String>>()
+            (jobs.len(), rows.into_iter().map(|r| r.4).collect::<Vec<String>>())
         });
-        self.claimed_by_keys(node, &keys).await
+        Ok((due, self.claimed_by_keys(node, &keys).await?))
     }
 
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
@@ -206,27 +207,41 @@ impl Store {
         lease_ms: i64,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedFire>> {
-        let candidates: Vec<(i64, i64, i64, String)> = with_pool!(self, pool => sqlx::query_as(
-            "SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
-            .bind(now).bind(limit).fetch_all(pool).await)?;
-        let mut out = Vec::new();
-        for (fire_id, job_id, planned_at, trigger_type) in candidates {
-            // Compare-and-set: of two survivors, one wins each fire.
-            let n = with_pool!(self, pool => sqlx::query(
-                "UPDATE fires SET owner = ?, claim_expires_at = ? WHERE id = ? AND state = 'scheduled' AND claim_expires_at < ?")
-                .bind(node).bind(now + lease_ms).bind(fire_id).bind(now)
-                .execute(pool).await.map(Done::from))?
-            .rows_affected();
-            if n == 1 {
-                out.push(ClaimedFire {
-                    fire_id,
-                    job_id,
-                    planned_at,
-                    trigger_type,
-                });
+        let begin = self.begin_write();
+        let expires = now + lease_ms;
+        let won = with_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let candidates: Vec<i64> = sqlx::query_scalar(
+                "SELECT id FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
+                .bind(now).bind(limit).fetch_all(&mut *tx).await?;
+            if candidates.is_empty() {
+                return Ok(Vec::new());
             }
-        }
-        Ok(out)
+            // Compare-and-set on the whole chunk: of two survivors, one wins each fire (the
+            // loser's update finds the lease already renewed). The read-back is by the lease just
+            // written, so only the fires this statement took are returned.
+            let mut upd = QueryBuilder::new("UPDATE fires SET owner = ");
+            upd.push_bind(node).push(", claim_expires_at = ").push_bind(expires)
+                .push(" WHERE state = 'scheduled' AND claim_expires_at < ").push_bind(now);
+            super::fires::push_in(&mut upd, "id", &candidates);
+            upd.build().execute(&mut *tx).await?;
+            let mut sel = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND owner = ");
+            sel.push_bind(node).push(" AND claim_expires_at = ").push_bind(expires);
+            super::fires::push_in(&mut sel, "id", &candidates);
+            sel.push(" ORDER BY planned_at");
+            let won: Vec<(i64, i64, i64, String)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+            tx.commit().await?;
+            won
+        });
+        Ok(won
+            .into_iter()
+            .map(|(fire_id, job_id, planned_at, trigger_type)| ClaimedFire {
+                fire_id,
+                job_id,
+                planned_at,
+                trigger_type,
+            })
+            .collect())
     }
 
     /// Moves a claimed fire from `scheduled` to `triggering` if `node` still owns it. Only the
