@@ -142,6 +142,23 @@ fn plan_parsed(
     }
 }
 
+/// A claimed fire waiting for its time, keyed in the timer by (planned time, fire id).
+#[derive(Clone)]
+struct Due {
+    job_id: i64,
+    trigger_type: String,
+    /// When the fire was claimed: a job stopped after this was stopped by someone, one stopped
+    /// before it by this very claim (its schedule ended with this fire).
+    claimed_at: i64,
+}
+
+/// Whether a fire claimed at `claimed_at` of the job as it is now is to be dispatched: not when
+/// the job was stopped since, but a job the claim itself stopped (its schedule has no time after
+/// this fire: `next_fire_at` cleared, no edit since) still gets this last fire.
+fn job_runs_fire(job: &Job, claimed_at: i64) -> bool {
+    job.enabled != 0 || (job.next_fire_at.is_none() && job.updated_at < claimed_at)
+}
+
 /// Sleeps until the wall-clock millisecond `at` (returns at once if it has passed).
 async fn sleep_until_ms(at: i64) {
     let wait = at - now_ms();
@@ -156,8 +173,8 @@ pub struct Scheduler {
     dispatcher: Arc<Dispatcher>,
     settings: Arc<Settings>,
     node: String,
-    /// Claimed fires by (planned time, fire id) → (job id, trigger type).
-    timer: Mutex<BTreeMap<(i64, i64), (i64, String)>>,
+    /// Claimed fires by (planned time, fire id).
+    timer: Mutex<BTreeMap<(i64, i64), Due>>,
     /// Wakes the timer loop when fires were added (they may be due before its next wake).
     timer_added: tokio::sync::Notify,
     /// Dispatch slots: most jobs use the fast pool; jobs whose requests keep being slow
@@ -358,7 +375,11 @@ impl Scheduler {
             for c in claimed {
                 timer.insert(
                     (c.planned_at, c.fire_id),
-                    (c.job_id, c.trigger_type.clone()),
+                    Due {
+                        job_id: c.job_id,
+                        trigger_type: c.trigger_type.clone(),
+                        claimed_at: c.claimed_at,
+                    },
                 );
             }
         }
@@ -368,7 +389,7 @@ impl Scheduler {
     /// Starts the dispatch of every timer entry whose time has come: one task for all the on-time
     /// fires of fast jobs (their database work is batched), one task each for slow jobs.
     fn dispatch_due(self: &Arc<Self>, now: i64) {
-        let due: Vec<((i64, i64), (i64, String))> = {
+        let due: Vec<((i64, i64), Due)> = {
             let mut timer = self.timer.lock().expect("timer poisoned");
             let later = timer.split_off(&(now + PREPARE_MS + 1, i64::MIN));
             std::mem::replace(&mut *timer, later).into_iter().collect()
@@ -379,7 +400,7 @@ impl Scheduler {
         tracing::debug!(fires = due.len(), late_ms = now - due[0].0 .0, "due");
         let (slow, fast): (Vec<_>, Vec<_>) = due
             .into_iter()
-            .partition(|(_, (job_id, _))| self.dispatcher.is_slow(*job_id));
+            .partition(|(_, d)| self.dispatcher.is_slow(d.job_id));
         for entry in slow {
             let this = self.clone();
             let pool = self.slow.clone();
@@ -405,8 +426,8 @@ impl Scheduler {
     /// Dispatches fires due now or within [`PREPARE_MS`]: the job's current state and the misfire
     /// policy apply; on-time fires are started and prepared together, then sent at their planned
     /// time.
-    async fn dispatch_batch(&self, due: Vec<((i64, i64), (i64, String))>, prepare: bool) {
-        let job_ids: Vec<i64> = due.iter().map(|(_, (j, _))| *j).collect();
+    async fn dispatch_batch(&self, due: Vec<((i64, i64), Due)>, prepare: bool) {
+        let job_ids: Vec<i64> = due.iter().map(|(_, d)| d.job_id).collect();
         let jobs: HashMap<i64, Arc<Job>> = match self.dispatcher.jobs(&job_ids).await {
             Ok(v) => v,
             Err(e) => {
@@ -421,15 +442,18 @@ impl Scheduler {
         let mut deleted = Vec::new();
         let mut stopped = Vec::new();
         let mut missed = Vec::new();
-        for ((planned_at, fire_id), (job_id, trigger_type)) in due {
-            let Some(job) = jobs.get(&job_id) else {
+        let mut claims: HashMap<i64, Due> = HashMap::new();
+        for ((planned_at, fire_id), due) in due {
+            let Some(job) = jobs.get(&due.job_id) else {
                 deleted.push(fire_id);
                 continue;
             };
-            if job.enabled == 0 {
+            if !job_runs_fire(job, due.claimed_at) {
                 stopped.push(fire_id);
                 continue;
             }
+            let (job_id, trigger_type) = (due.job_id, due.trigger_type.clone());
+            claims.insert(fire_id, due);
             let late = now - planned_at;
             if late > threshold && trigger_type != TriggerType::Misfire.as_str() {
                 if job.misfire_strategy != MisfireStrategy::FireOnceNow.as_str() {
@@ -486,13 +510,11 @@ impl Scheduler {
                             tracing::warn!(error = %e, "scheduled fires not dispatched");
                         }
                     } else {
-                        let types: HashMap<i64, String> =
-                            on_time.iter().map(|f| (f.1, f.3.clone())).collect();
                         match self.dispatcher.prepare_claimed(on_time).await {
                             Ok(prepared) => {
                                 for (planned_at, group) in prepared.by_planned_time() {
                                     sleep_until_ms(planned_at - CHECK_AHEAD_MS).await;
-                                    self.send_at_time(group, planned_at, &types).await;
+                                    self.send_at_time(group, planned_at, &claims).await;
                                 }
                             }
                             Err(e) => tracing::warn!(error = %e, "scheduled fires not dispatched"),
@@ -514,7 +536,7 @@ impl Scheduler {
         &self,
         mut group: crate::trigger::Prepared,
         planned_at: i64,
-        types: &HashMap<i64, String>,
+        claims: &HashMap<i64, Due>,
     ) {
         let stale = match self.dispatcher.jobs(&group.job_ids()).await {
             Ok(jobs) => {
@@ -542,12 +564,11 @@ impl Scheduler {
         match self.store.unprepare_fires(&ids, &self.node).await {
             Ok(back) => {
                 let back: std::collections::HashSet<i64> = back.into_iter().collect();
-                let again: Vec<((i64, i64), (i64, String))> = stale
+                let again: Vec<((i64, i64), Due)> = stale
                     .into_iter()
                     .filter(|s| back.contains(&s.0))
-                    .map(|(fire_id, job_id, planned_at)| {
-                        let ty = types.get(&fire_id).cloned().unwrap_or_default();
-                        ((planned_at, fire_id), (job_id, ty))
+                    .filter_map(|(fire_id, _, planned_at)| {
+                        Some(((planned_at, fire_id), claims.get(&fire_id)?.clone()))
                     })
                     .collect();
                 Box::pin(self.dispatch_batch(again, false)).await;

@@ -133,7 +133,9 @@ impl Prepared {
         let (fresh, stale): (Vec<FireWork>, Vec<FireWork>) =
             std::mem::take(&mut self.works).into_iter().partition(|w| {
                 now.get(&w.job.id).is_some_and(|(enabled, updated_at)| {
-                    *enabled != 0 && *updated_at == w.job.updated_at
+                    // Unchanged since prepared (a job its schedule just ended was prepared
+                    // stopped, for its last fire).
+                    *enabled == w.job.enabled && *updated_at == w.job.updated_at
                 })
             });
         self.works = fresh;

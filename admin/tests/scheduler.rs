@@ -679,3 +679,56 @@ async fn a_backlog_of_misfired_jobs_is_planned_in_one_pass() {
     );
     db.cleanup().await;
 }
+
+/// A cron expression with one time left (a year field) fires that once, then the job stops, as
+/// XXL-JOB stops a job with no next trigger time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schedule_that_ends_runs_its_last_fire_then_stops() {
+    use chrono::{Datelike, Timelike};
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "ending-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("ending-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+    let at = chrono::Utc::now() + chrono::Duration::seconds(4);
+    let cron = format!(
+        "{} {} {} {} {} ? {}",
+        at.second(),
+        at.minute(),
+        at.hour(),
+        at.day(),
+        at.month(),
+        at.year()
+    );
+    let planned = at.timestamp() * 1000;
+    let id = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "once", "handler": "record", "timezone": "UTC",
+            "schedule_type": "CRON", "schedule_conf": cron, "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let deadline = planned + 5_000;
+    while now_ms() < deadline && calls.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ran: Vec<i64> = calls.lock().unwrap().iter().map(|c| c.2).collect();
+    assert_eq!(
+        ran.len(),
+        1,
+        "the one time of the schedule ran: {:?}",
+        fires(&admin, id).await
+    );
+    assert!(ran[0] >= planned, "not before its time");
+    let f = fires(&admin, id).await;
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["planned_at"].as_i64(), Some(planned));
+    let job = admin.get(&format!("/jobs/{id}")).await;
+    assert_eq!(job["enabled"], json!(false), "nothing left to fire: {job}");
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}

@@ -49,6 +49,8 @@ pub struct ClaimedFire {
     pub job_id: i64,
     pub planned_at: i64,
     pub trigger_type: String,
+    /// When the fire row was made by a claim.
+    pub claimed_at: i64,
 }
 
 /// A job's schedule after a claim, as bound to [`update_joined`]: id, the `next_fire_at` the plan
@@ -176,8 +178,8 @@ impl Store {
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
-            let rows: Vec<(i64, i64, i64, String)> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND owner = ");
+            let rows: Vec<(i64, i64, i64, String, i64)> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type, created_at FROM fires WHERE state = 'scheduled' AND owner = ");
                 qb.push_bind(node).push(" AND sched_key IN (");
                 let mut sep = qb.separated(", ");
                 for k in chunk {
@@ -186,15 +188,15 @@ impl Store {
                 qb.push(")");
                 qb.build_query_as().fetch_all(pool).await?
             });
-            out.extend(
-                rows.into_iter()
-                    .map(|(fire_id, job_id, planned_at, trigger_type)| ClaimedFire {
-                        fire_id,
-                        job_id,
-                        planned_at,
-                        trigger_type,
-                    }),
-            );
+            out.extend(rows.into_iter().map(
+                |(fire_id, job_id, planned_at, trigger_type, claimed_at)| ClaimedFire {
+                    fire_id,
+                    job_id,
+                    planned_at,
+                    trigger_type,
+                    claimed_at,
+                },
+            ));
         }
         Ok(out)
     }
@@ -225,22 +227,25 @@ impl Store {
                 .push(" WHERE state = 'scheduled' AND claim_expires_at < ").push_bind(now);
             super::fires::push_in(&mut upd, "id", &candidates);
             upd.build().execute(&mut *tx).await?;
-            let mut sel = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type FROM fires WHERE state = 'scheduled' AND owner = ");
+            let mut sel = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type, created_at FROM fires WHERE state = 'scheduled' AND owner = ");
             sel.push_bind(node).push(" AND claim_expires_at = ").push_bind(expires);
             super::fires::push_in(&mut sel, "id", &candidates);
             sel.push(" ORDER BY planned_at");
-            let won: Vec<(i64, i64, i64, String)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+            let won: Vec<(i64, i64, i64, String, i64)> = sel.build_query_as().fetch_all(&mut *tx).await?;
             tx.commit().await?;
             won
         });
         Ok(won
             .into_iter()
-            .map(|(fire_id, job_id, planned_at, trigger_type)| ClaimedFire {
-                fire_id,
-                job_id,
-                planned_at,
-                trigger_type,
-            })
+            .map(
+                |(fire_id, job_id, planned_at, trigger_type, claimed_at)| ClaimedFire {
+                    fire_id,
+                    job_id,
+                    planned_at,
+                    trigger_type,
+                    claimed_at,
+                },
+            )
             .collect())
     }
 
