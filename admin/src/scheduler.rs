@@ -552,8 +552,9 @@ impl Scheduler {
             }
         };
         if !group.is_empty() {
+            let list = group.into_send_list();
             sleep_until_ms(planned_at).await;
-            if let Err(e) = self.dispatcher.send_prepared(group).await {
+            if let Err(e) = self.dispatcher.send_prepared(list).await {
                 tracing::warn!(error = %e, "scheduled fires not dispatched");
             }
         }
