@@ -231,8 +231,8 @@ impl Scheduler {
     /// A pass is timed to start when the timer hands fires out for preparation ([`PREPARE_MS`]
     /// before their time) if that moment is less than a second away: its work is then done
     /// before those fires are sent instead of beside the sends. A pass at 1 000 jobs costs tens
-    /// of milliseconds of CPU, and on two cores one that overlapped the sends of a whole second's
-    /// fires made them 20–40 ms late.
+    /// of milliseconds of CPU, and a profile on two cores showed one running beside the sends of
+    /// a whole second's fires, competing with them.
     async fn claim_loop(self: Arc<Self>, stop: CancellationToken) {
         loop {
             let started = now_ms();
