@@ -732,8 +732,8 @@ impl Dispatcher {
         fallback.or_else(|| failed.map(str::to_string))
     }
 
-    /// Sends every run of every fire in `works` concurrently, records all answers in one
-    /// transaction, and fails over the runs whose executor did not answer.
+    /// Sends every run of the list concurrently, records all answers in one transaction, and
+    /// fails over the runs whose executor did not answer.
     async fn dispatch_runs(&self, list: SendList) -> Result<(), StoreError> {
         let SendList {
             works,

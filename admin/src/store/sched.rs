@@ -42,8 +42,8 @@ pub struct OpenRun {
     pub dispatched_at: Option<i64>,
 }
 
-/// A fire this admin owns and must dispatch at `planned_at`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A fire this admin owns and must dispatch at `planned_at`, as read by [`CLAIMED_COLS`].
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ClaimedFire {
     pub fire_id: i64,
     pub job_id: i64,
@@ -52,6 +52,10 @@ pub struct ClaimedFire {
     /// When the fire row was made by a claim.
     pub claimed_at: i64,
 }
+
+/// The columns of a `fires` row read as a [`ClaimedFire`].
+const CLAIMED_COLS: &str =
+    "id AS fire_id, job_id, planned_at, trigger_type, created_at AS claimed_at";
 
 /// A job's schedule after a claim, as bound to [`update_joined`]: id, the `next_fire_at` the plan
 /// started from (compare-and-set: an edit meanwhile wins), the new `next_fire_at`, the new
@@ -178,8 +182,8 @@ impl Store {
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
-            let rows: Vec<(i64, i64, i64, String, i64)> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type, created_at FROM fires WHERE state = 'scheduled' AND owner = ");
+            let rows: Vec<ClaimedFire> = with_pool!(self, pool => {
+                let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
                 qb.push_bind(node).push(" AND sched_key IN (");
                 let mut sep = qb.separated(", ");
                 for k in chunk {
@@ -188,15 +192,7 @@ impl Store {
                 qb.push(")");
                 qb.build_query_as().fetch_all(pool).await?
             });
-            out.extend(rows.into_iter().map(
-                |(fire_id, job_id, planned_at, trigger_type, claimed_at)| ClaimedFire {
-                    fire_id,
-                    job_id,
-                    planned_at,
-                    trigger_type,
-                    claimed_at,
-                },
-            ));
+            out.extend(rows);
         }
         Ok(out)
     }
@@ -209,16 +205,18 @@ impl Store {
         lease_ms: i64,
         limit: i64,
     ) -> StoreResult<Vec<ClaimedFire>> {
+        // Usually nothing has expired: the look runs on a reader, and the write transaction is
+        // only opened for fires to take.
+        let candidates: Vec<i64> = with_read_pool!(self, pool => sqlx::query_scalar(
+            "SELECT id FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
+            .bind(now).bind(limit).fetch_all(pool).await)?;
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
         let begin = self.begin_write();
         let expires = now + lease_ms;
-        let won = with_pool!(self, pool => {
+        Ok(with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let candidates: Vec<i64> = sqlx::query_scalar(
-                "SELECT id FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
-                .bind(now).bind(limit).fetch_all(&mut *tx).await?;
-            if candidates.is_empty() {
-                return Ok(Vec::new());
-            }
             // Compare-and-set on the whole chunk: of two survivors, one wins each fire (the
             // loser's update finds the lease already renewed). The read-back is by the lease just
             // written, so only the fires this statement took are returned.
@@ -227,26 +225,14 @@ impl Store {
                 .push(" WHERE state = 'scheduled' AND claim_expires_at < ").push_bind(now);
             super::fires::push_in(&mut upd, "id", &candidates);
             upd.build().execute(&mut *tx).await?;
-            let mut sel = QueryBuilder::new("SELECT id, job_id, planned_at, trigger_type, created_at FROM fires WHERE state = 'scheduled' AND owner = ");
+            let mut sel = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
             sel.push_bind(node).push(" AND claim_expires_at = ").push_bind(expires);
             super::fires::push_in(&mut sel, "id", &candidates);
             sel.push(" ORDER BY planned_at");
-            let won: Vec<(i64, i64, i64, String, i64)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+            let won: Vec<ClaimedFire> = sel.build_query_as().fetch_all(&mut *tx).await?;
             tx.commit().await?;
             won
-        });
-        Ok(won
-            .into_iter()
-            .map(
-                |(fire_id, job_id, planned_at, trigger_type, claimed_at)| ClaimedFire {
-                    fire_id,
-                    job_id,
-                    planned_at,
-                    trigger_type,
-                    claimed_at,
-                },
-            )
-            .collect())
+        }))
     }
 
     /// Moves a claimed fire from `scheduled` to `triggering` if `node` still owns it. Only the
