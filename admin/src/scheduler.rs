@@ -442,6 +442,8 @@ impl Scheduler {
         let mut deleted = Vec::new();
         let mut stopped = Vec::new();
         let mut missed = Vec::new();
+        // The on-time fires' timer entries, kept while prepared ones wait for their time: a fire
+        // taken back after an edit is dispatched again from its entry.
         let mut claims: HashMap<i64, Due> = HashMap::new();
         for ((planned_at, fire_id), due) in due {
             let Some(job) = jobs.get(&due.job_id) else {
@@ -452,10 +454,9 @@ impl Scheduler {
                 stopped.push(fire_id);
                 continue;
             }
-            let (job_id, trigger_type) = (due.job_id, due.trigger_type.clone());
-            claims.insert(fire_id, due);
+            let job_id = due.job_id;
             let late = now - planned_at;
-            if late > threshold && trigger_type != TriggerType::Misfire.as_str() {
+            if late > threshold && due.trigger_type != TriggerType::Misfire.as_str() {
                 if job.misfire_strategy != MisfireStrategy::FireOnceNow.as_str() {
                     missed.push(fire_id);
                     continue;
@@ -483,7 +484,10 @@ impl Scheduler {
                 }
                 continue;
             }
-            on_time.push((job.clone(), fire_id, planned_at, trigger_type));
+            on_time.push((job.clone(), fire_id, planned_at, due.trigger_type.clone()));
+            if prepare {
+                claims.insert(fire_id, due);
+            }
         }
         let missed_msg = format!("misfired: more than {threshold} ms late when due (DO_NOTHING)");
         for (ids, msg) in [
