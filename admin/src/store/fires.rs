@@ -86,19 +86,41 @@ macro_rules! refresh_in_tx {
         let chunk: &[i64] = $ids;
         let now: i64 = $now;
         let lock: &str = $lock;
-        let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
-        push_in(&mut qb, "id", chunk);
-        qb.push(lock);
-        let current: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
-        let mut qb =
-            QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
-        push_in(&mut qb, "fire_id", chunk);
-        qb.push(" GROUP BY fire_id, state");
-        let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+        let mut current: Vec<(i64, i64, String)> = Vec::with_capacity(chunk.len());
         let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
             std::collections::HashMap::with_capacity(chunk.len());
-        for (fire, state, n) in counts {
-            by_fire.entry(fire).or_default().push((state, n));
+        if lock.is_empty() {
+            // SQLite: the transaction's write lock covers every row, so one joined read gives
+            // each fire with its run counts. (On MySQL a locking read of the join would lock the
+            // fires' other runs after the runs of the batch, in the opposite order to a batch
+            // holding one of them and waiting for the fire: the two reads below cannot deadlock.)
+            let mut qb = QueryBuilder::new("SELECT f.id, f.job_id, f.state, r.state, COUNT(r.id) FROM fires f LEFT JOIN runs r ON r.fire_id = f.id AND r.superseded = 0 WHERE 1 = 1");
+            push_in(&mut qb, "f.id", chunk);
+            qb.push(" GROUP BY f.id, r.state");
+            let rows: Vec<(i64, i64, String, Option<String>, i64)> =
+                qb.build_query_as().fetch_all(&mut *$tx).await?;
+            for (fire, job, fire_state, run_state, n) in rows {
+                let counts = by_fire.entry(fire).or_insert_with(|| {
+                    current.push((fire, job, fire_state));
+                    Vec::new()
+                });
+                if let Some(st) = run_state {
+                    counts.push((st, n));
+                }
+            }
+        } else {
+            let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
+            push_in(&mut qb, "id", chunk);
+            qb.push(lock);
+            current = qb.build_query_as().fetch_all(&mut *$tx).await?;
+            let mut qb =
+                QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
+            push_in(&mut qb, "fire_id", chunk);
+            qb.push(" GROUP BY fire_id, state");
+            let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+            for (fire, state, n) in counts {
+                by_fire.entry(fire).or_default().push((state, n));
+            }
         }
         // Only the writer that moves the fire out of an open state reports it as final;
         // claimed fires that were never started keep their own state.
@@ -217,10 +239,23 @@ impl Store {
                 .or_default()
                 .push(*fire_id);
         }
+        // Only the new ids are needed, by fire and item (each fire is new, so an item has one
+        // run): the rest of each run is what was just written, and reading whole rows back copied
+        // 22 columns per run. They come with the insert where the database can return them.
+        let returning = self.dialect().has_returning();
+        let mut ids: std::collections::HashMap<(i64, i64), i64> =
+            std::collections::HashMap::with_capacity(rows.len());
         with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             for chunk in rows.chunks(500) {
-                runs_insert_rows(chunk, now).build().execute(&mut *tx).await?;
+                let mut qb = runs_insert_rows(chunk, now);
+                if returning {
+                    qb.push(" RETURNING id, fire_id, shard_index");
+                    let got: Vec<(i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
+                } else {
+                    qb.build().execute(&mut *tx).await?;
+                }
             }
             for ((total, state), ids) in &by_total {
                 for chunk in ids.chunks(500) {
@@ -232,12 +267,11 @@ impl Store {
             }
             tx.commit().await?;
         });
-        // Only the new ids are read back (by fire and item; each fire is new, so an item has one
-        // run): the rest of each run is what was just written, and reading whole rows back copied
-        // 22 columns per run.
-        let fire_ids: Vec<i64> = items.iter().map(|i| i.0).collect();
-        let mut ids: std::collections::HashMap<(i64, i64), i64> =
-            std::collections::HashMap::with_capacity(rows.len());
+        let fire_ids: Vec<i64> = if returning {
+            Vec::new()
+        } else {
+            items.iter().map(|i| i.0).collect()
+        };
         for chunk in fire_ids.chunks(500) {
             let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
@@ -409,9 +443,9 @@ impl Store {
     /// Applies executor results in one transaction: first result wins, `handleCode 0` is not a
     /// result. Returns one outcome per item, in order.
     ///
-    /// The runs are read once (locked: `BEGIN IMMEDIATE` on SQLite, `FOR UPDATE` on MySQL, so
-    /// what is read is what the updates find), and alike results share one `UPDATE`: a few
-    /// statements per batch instead of two per item.
+    /// Alike results share one `UPDATE`: a few statements per batch instead of two per item. On
+    /// SQLite (`BEGIN IMMEDIATE`) the updates return the runs they finished; on MySQL the runs
+    /// are read first, `FOR UPDATE`, so what is read is what the updates find.
     pub async fn apply_callbacks(
         &self,
         items: &[(i64, i32, String)],
@@ -444,60 +478,103 @@ impl Store {
             super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
             super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
         };
-        let mut ids: Vec<i64> = items.iter().map(|i| i.0).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let outcomes = with_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            let mut current: std::collections::HashMap<i64, (i64, String)> =
-                std::collections::HashMap::with_capacity(ids.len());
-            for chunk in ids.chunks(500) {
-                let mut qb = QueryBuilder::new("SELECT id, fire_id, state FROM runs WHERE 1 = 1");
-                push_in(&mut qb, "id", chunk);
-                qb.push(lock);
-                let rows: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                current.extend(rows.into_iter().map(|(id, fire, st)| (id, (fire, st))));
-            }
-            let mut out = Vec::with_capacity(items.len());
-            let mut groups: std::collections::BTreeMap<(&'static str, i64, &str), Vec<i64>> =
-                std::collections::BTreeMap::new();
-            for (run_id, code, msg) in items {
+        let returning = self.dialect().has_returning();
+        // The first result of each run in the batch is the one tried; a later one for the same
+        // run is a duplicate (or unknown, as the first). Alike results share one `UPDATE`.
+        enum Item {
+            Done(CallbackOutcome),
+            Tried(i64),
+            Repeated(i64),
+        }
+        let mut tried: std::collections::HashSet<i64> =
+            std::collections::HashSet::with_capacity(items.len());
+        let mut groups: std::collections::BTreeMap<(&'static str, i64, &str), Vec<i64>> =
+            std::collections::BTreeMap::new();
+        let plan: Vec<Item> = items
+            .iter()
+            .map(|(run_id, code, msg)| {
                 let Some(state) = RunState::from_handle_code(*code, msg) else {
-                    out.push(CallbackOutcome::Duplicate);
-                    continue;
+                    return Item::Done(CallbackOutcome::Duplicate);
                 };
-                let Some((fire_id, st)) = current.get_mut(run_id) else {
-                    out.push(CallbackOutcome::Unknown);
-                    continue;
-                };
-                if st != RunState::Triggering.as_str() && st != RunState::Running.as_str() {
-                    out.push(CallbackOutcome::Duplicate);
-                    continue;
+                if !tried.insert(*run_id) {
+                    return Item::Repeated(*run_id);
                 }
-                // A second result for the same run later in this batch is a duplicate.
-                *st = state.as_str().to_string();
                 groups
                     .entry((state.as_str(), i64::from(*code), truncate(msg, 15_000)))
                     .or_default()
                     .push(*run_id);
-                out.push(CallbackOutcome::Applied { run_id: *run_id, fire_id: *fire_id });
+                Item::Tried(*run_id)
+            })
+            .collect();
+        let mut tried: Vec<i64> = tried.into_iter().collect();
+        tried.sort_unstable();
+        let outcomes = with_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            // The runs whose result is applied now (run → fire), and the other runs that exist.
+            let mut applied: std::collections::HashMap<i64, i64> =
+                std::collections::HashMap::with_capacity(tried.len());
+            let mut existing: std::collections::HashSet<i64> = std::collections::HashSet::new();
+            if !returning {
+                // Read and lock the runs first (in id order, as every writer does), so what is
+                // read is what the updates find.
+                for chunk in tried.chunks(500) {
+                    let mut qb = QueryBuilder::new("SELECT id, fire_id, state FROM runs WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    qb.push(lock);
+                    let rows: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    for (id, fire, st) in rows {
+                        if st == RunState::Triggering.as_str() || st == RunState::Running.as_str() {
+                            applied.insert(id, fire);
+                        } else {
+                            existing.insert(id);
+                        }
+                    }
+                }
             }
             for ((st, code, msg), ids) in &groups {
                 for chunk in ids.chunks(500) {
                     let mut qb = QueryBuilder::new("UPDATE runs SET state = ");
                     qb.push_bind(*st).push(", handle_code = ").push_bind(*code)
                         .push(", handle_msg = ").push_bind(*msg).push(", finished_at = ").push_bind(now)
-                        .push(" WHERE state IN ('triggering', 'running')");
+                        .push(" WHERE +state IN ('triggering', 'running')");
                     push_in(&mut qb, "id", chunk);
-                    qb.build().execute(&mut *tx).await?;
+                    if returning {
+                        // The write lock is held from `BEGIN IMMEDIATE`: the runs returned are
+                        // those whose first result this is.
+                        qb.push(" RETURNING id, fire_id");
+                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                        applied.extend(rows);
+                    } else {
+                        qb.build().execute(&mut *tx).await?;
+                    }
                 }
             }
+            if returning {
+                // Only the runs not updated need a look: finished already, or unknown.
+                let missing: Vec<i64> =
+                    tried.iter().copied().filter(|id| !applied.contains_key(id)).collect();
+                for chunk in missing.chunks(500) {
+                    let mut qb = QueryBuilder::new("SELECT id FROM runs WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    let rows: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+                    existing.extend(rows);
+                }
+            }
+            let out: Vec<CallbackOutcome> = plan.iter().map(|item| match item {
+                Item::Done(o) => *o,
+                Item::Tried(id) => match applied.get(id) {
+                    Some(fire_id) => CallbackOutcome::Applied { run_id: *id, fire_id: *fire_id },
+                    None if existing.contains(id) => CallbackOutcome::Duplicate,
+                    None => CallbackOutcome::Unknown,
+                },
+                Item::Repeated(id) if applied.contains_key(id) || existing.contains(id) => {
+                    CallbackOutcome::Duplicate
+                }
+                Item::Repeated(_) => CallbackOutcome::Unknown,
+            }).collect();
             let mut ended = Vec::new();
             if refresh {
-                let mut fires: Vec<i64> = out.iter().filter_map(|o| match o {
-                    CallbackOutcome::Applied { fire_id, .. } => Some(*fire_id),
-                    _ => None,
-                }).collect();
+                let mut fires: Vec<i64> = applied.values().copied().collect();
                 fires.sort_unstable();
                 fires.dedup();
                 for chunk in fires.chunks(500) {
@@ -775,6 +852,11 @@ where
 }
 
 /// Appends ` AND col IN (…)` (or a false condition for an empty list).
+///
+/// A `state` condition beside such a list is written `+state`: SQLite, without statistics,
+/// reckons an equality on the state index cheaper than the list's primary-key lookups and scans
+/// every fire or run in that state (tens of thousands at 10 000 fires a second) for each
+/// statement; the unary `+` keeps it off that index. MySQL ignores a unary `+`.
 ///
 /// On SQLite the list is one bound JSON array (`IN (SELECT value FROM json_each(?))`): the
 /// statement's text is then the same whatever the number of ids, so it is prepared once and

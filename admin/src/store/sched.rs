@@ -130,7 +130,7 @@ impl Store {
         );
         let begin = self.begin_write();
         let dialect = self.dialect();
-        let (due, keys) = with_pool!(self, pool => {
+        let (due, claimed, keys) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
                 .bind(horizon).bind(limit).fetch_all(&mut *tx).await?
@@ -163,27 +163,42 @@ impl Store {
             if advances.iter().any(|a| a[4] == Some(0)) {
                 sqlx::query(dialect.count_job_edit()).execute(&mut *tx).await?;
             }
+            // The rows a fire key already had are skipped (another admin claimed them), so what
+            // this pass claimed is what the insert returns, or else what a read by key finds.
+            let mut claimed = Vec::new();
             for chunk in rows.chunks(500) {
                 let mut qb = QueryBuilder::new(insert_prefix.as_str());
                 qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key)| {
                     b.push_bind(*job_id).push_bind(*group_id).push_bind(*ty).push_bind(*planned)
-                        .push_bind(key.clone()).push_bind(String::new()).push_bind(FireState::Scheduled.as_str())
-                        .push_bind(0i64).push_bind(String::new()).push_bind(node.to_string())
+                        .push_bind(key.as_str()).push_bind("").push_bind(FireState::Scheduled.as_str())
+                        .push_bind(0i64).push_bind("").push_bind(node)
                         .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(now);
                 });
-                qb.build().execute(&mut *tx).await.map(Done::from)?;
+                if dialect.has_returning() {
+                    qb.push(format_args!(" RETURNING {CLAIMED_COLS}"));
+                    claimed.extend(qb.build_query_as::<ClaimedFire>().fetch_all(&mut *tx).await?);
+                } else {
+                    qb.build().execute(&mut *tx).await.map(Done::from)?;
+                }
             }
             tx.commit().await?;
-            (jobs.len(), rows.into_iter().map(|r| r.4).collect::<Vec<String>>())
+            let keys = if dialect.has_returning() {
+                Vec::new()
+            } else {
+                rows.into_iter().map(|r| r.4).collect::<Vec<String>>()
+            };
+            (jobs.len(), claimed, keys)
         });
-        Ok((due, self.claimed_by_keys(node, &keys).await?))
+        let mut claimed = claimed;
+        claimed.extend(self.claimed_by_keys(node, &keys).await?);
+        Ok((due, claimed))
     }
 
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
             let rows: Vec<ClaimedFire> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
+                let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE +state = 'scheduled' AND owner = "));
                 qb.push_bind(node).push(" AND sched_key IN (");
                 let mut sep = qb.separated(", ");
                 for k in chunk {
@@ -222,10 +237,10 @@ impl Store {
             // written, so only the fires this statement took are returned.
             let mut upd = QueryBuilder::new("UPDATE fires SET owner = ");
             upd.push_bind(node).push(", claim_expires_at = ").push_bind(expires)
-                .push(" WHERE state = 'scheduled' AND claim_expires_at < ").push_bind(now);
+                .push(" WHERE +state = 'scheduled' AND claim_expires_at < ").push_bind(now);
             super::fires::push_in(&mut upd, "id", &candidates);
             upd.build().execute(&mut *tx).await?;
-            let mut sel = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
+            let mut sel = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE +state = 'scheduled' AND owner = "));
             sel.push_bind(node).push(" AND claim_expires_at = ").push_bind(expires);
             super::fires::push_in(&mut sel, "id", &candidates);
             sel.push(" ORDER BY planned_at");
@@ -253,20 +268,26 @@ impl Store {
     /// [`Store::start_claimed`] for many on-time fires at once; returns the ids this node won.
     pub async fn start_claims(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
         let mut won = Vec::with_capacity(fire_ids.len());
+        let returning = self.dialect().has_returning();
         for chunk in fire_ids.chunks(500) {
             let ids: Vec<i64> = with_pool!(self, pool => {
-                let mut tx = pool.begin().await?;
-                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'triggering' WHERE state = 'scheduled' AND owner = ");
+                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'triggering' WHERE +state = 'scheduled' AND owner = ");
                 qb.push_bind(node);
                 super::fires::push_in(&mut qb, "id", chunk);
-                qb.build().execute(&mut *tx).await?;
                 // A fire another admin took over has its owner changed, so only ours match.
-                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE state = 'triggering' AND dispatched_at IS NULL AND owner = ");
-                sel.push_bind(node);
-                super::fires::push_in(&mut sel, "id", chunk);
-                let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
-                tx.commit().await?;
-                ids
+                if returning {
+                    qb.push(" RETURNING id");
+                    qb.build_query_scalar().fetch_all(pool).await?
+                } else {
+                    let mut tx = pool.begin().await?;
+                    qb.build().execute(&mut *tx).await?;
+                    let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE +state = 'triggering' AND dispatched_at IS NULL AND owner = ");
+                    sel.push_bind(node);
+                    super::fires::push_in(&mut sel, "id", chunk);
+                    let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                    tx.commit().await?;
+                    ids
+                }
             });
             won.extend(ids);
         }
@@ -282,7 +303,7 @@ impl Store {
             let begin = self.begin_write();
             let ids: Vec<i64> = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE state = 'triggering' AND dispatched_at IS NULL AND owner = ");
+                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE +state = 'triggering' AND dispatched_at IS NULL AND owner = ");
                 sel.push_bind(node);
                 super::fires::push_in(&mut sel, "id", chunk);
                 let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
@@ -316,7 +337,7 @@ impl Store {
             with_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("UPDATE fires SET state = 'skipped', message = ");
                 qb.push_bind(message).push(", finished_at = ").push_bind(now)
-                    .push(" WHERE state = 'scheduled' AND owner = ").push_bind(node);
+                    .push(" WHERE +state = 'scheduled' AND owner = ").push_bind(node);
                 super::fires::push_in(&mut qb, "id", chunk);
                 qb.build().execute(pool).await?;
             });
