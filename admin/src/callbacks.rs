@@ -16,7 +16,12 @@ use crate::metrics::Metrics;
 use crate::model::{now_ms, RunState};
 use crate::store::{CallbackOutcome, FireEnded, Store};
 
-const BATCH_MAX: usize = 1000;
+/// Most results in one transaction. Under a normal load a batch holds what arrived within
+/// [`BATCH_WAIT`]; this bound only matters when results queue up because the writer waits for
+/// the database (on SQLite every write waits for the one connection, one turn per waiter): the
+/// more each turn stores, the sooner the queue drains. At 1 000 a turn, an admin overloaded with
+/// 10 000 fires a second stored fewer results than its executors returned, and the queue grew.
+const BATCH_MAX: usize = 5_000;
 /// How long a batch collects results after its first one: a burst of results becomes a few
 /// transactions, and a result is stored at most this much later.
 const BATCH_WAIT: Duration = Duration::from_millis(10);
