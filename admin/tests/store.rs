@@ -332,6 +332,29 @@ async fn fires_runs_and_callbacks() {
         );
         assert_eq!(out[2], CallbackOutcome::Duplicate, "first result wins");
         assert_eq!(out[3], CallbackOutcome::Unknown);
+        // A later batch: a result for a run already finished (in an earlier batch, or by its
+        // failed dispatch) changes nothing, and an unknown run stays unknown when repeated.
+        let again = s
+            .apply_callbacks(
+                &[
+                    (ids[0], 500, "too late".into()),
+                    (999_998, 200, "unknown".into()),
+                    (ids[2], 200, "after a failed dispatch".into()),
+                    (999_998, 500, "unknown again".into()),
+                ],
+                135,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            again,
+            vec![
+                CallbackOutcome::Duplicate,
+                CallbackOutcome::Unknown,
+                CallbackOutcome::Duplicate,
+                CallbackOutcome::Unknown,
+            ]
+        );
         let r0 = s.get_run(ids[0]).await.unwrap().unwrap();
         assert_eq!(
             (r0.state.as_str(), r0.handle_msg.as_str()),
