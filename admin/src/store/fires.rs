@@ -267,18 +267,16 @@ impl Store {
             }
             tx.commit().await?;
         });
-        let fire_ids: Vec<i64> = if returning {
-            Vec::new()
-        } else {
-            items.iter().map(|i| i.0).collect()
-        };
-        for chunk in fire_ids.chunks(500) {
-            let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
-                push_in(&mut qb, "fire_id", chunk);
-                qb.build_query_as().fetch_all(pool).await?
-            });
-            ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
+        if !returning {
+            let fire_ids: Vec<i64> = items.iter().map(|i| i.0).collect();
+            for chunk in fire_ids.chunks(500) {
+                let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
+                    let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
+                    push_in(&mut qb, "fire_id", chunk);
+                    qb.build_query_as().fetch_all(pool).await?
+                });
+                ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
+            }
         }
         let mut out: Vec<Run> = rows
             .iter()

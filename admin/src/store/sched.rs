@@ -130,7 +130,8 @@ impl Store {
         );
         let begin = self.begin_write();
         let dialect = self.dialect();
-        let (due, claimed, keys) = with_pool!(self, pool => {
+        let returning = dialect.has_returning();
+        let (due, mut claimed, keys) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
                 .bind(horizon).bind(limit).fetch_all(&mut *tx).await?
@@ -174,7 +175,7 @@ impl Store {
                         .push_bind(0i64).push_bind("").push_bind(node)
                         .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(now);
                 });
-                if dialect.has_returning() {
+                if returning {
                     qb.push(format_args!(" RETURNING {CLAIMED_COLS}"));
                     claimed.extend(qb.build_query_as::<ClaimedFire>().fetch_all(&mut *tx).await?);
                 } else {
@@ -182,23 +183,20 @@ impl Store {
                 }
             }
             tx.commit().await?;
-            let keys = if dialect.has_returning() {
-                Vec::new()
-            } else {
-                rows.into_iter().map(|r| r.4).collect::<Vec<String>>()
-            };
-            (jobs.len(), claimed, keys)
+            (jobs.len(), claimed, rows.into_iter().map(|r| r.4).collect::<Vec<String>>())
         });
-        let mut claimed = claimed;
-        claimed.extend(self.claimed_by_keys(node, &keys).await?);
+        if !returning {
+            claimed = self.claimed_by_keys(node, &keys).await?;
+        }
         Ok((due, claimed))
     }
 
+    /// The fires just claimed, read back by key where the insert cannot return them (MySQL).
     async fn claimed_by_keys(&self, node: &str, keys: &[String]) -> StoreResult<Vec<ClaimedFire>> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
             let rows: Vec<ClaimedFire> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE +state = 'scheduled' AND owner = "));
+                let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
                 qb.push_bind(node).push(" AND sched_key IN (");
                 let mut sep = qb.separated(", ");
                 for k in chunk {
