@@ -162,7 +162,9 @@ struct Due {
 
 /// Whether a fire claimed at `claimed_at` of the job as it is now is to be dispatched: not when
 /// the job was stopped since, but a job the claim itself stopped (its schedule has no time after
-/// this fire: `next_fire_at` cleared, no edit since) still gets this last fire.
+/// this fire: `next_fire_at` cleared, no edit since) still gets this last fire. A claim is
+/// stamped strictly after its job's last edit, so a job created or edited in the claim's own
+/// millisecond still counts as unchanged since.
 fn job_runs_fire(job: &Job, claimed_at: i64) -> bool {
     job.enabled != 0 || (job.next_fire_at.is_none() && job.updated_at < claimed_at)
 }

@@ -248,6 +248,58 @@ async fn job_edits_count_and_the_job_cache() {
     .await;
 }
 
+/// A claim is stamped strictly after its job's last edit and before any edit that follows it,
+/// even within one millisecond: the scheduler tells a job its own schedule stopped (the last fire
+/// still runs) from one stopped by someone after the claim by `updated_at < claimed_at`.
+#[tokio::test]
+async fn a_claim_is_ordered_against_edits_in_its_millisecond() {
+    use shardline_admin::store::{JobPlan, PlannedFire};
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-stamp"), 1).await.unwrap();
+        let t = 5_000;
+        let last = s.create_job(&job(g, "last"), t).await.unwrap();
+        let other = s.create_job(&job(g, "other"), t).await.unwrap();
+        s.set_job_enabled(last, true, Some(t + 1_000), t)
+            .await
+            .unwrap();
+        s.set_job_enabled(other, true, Some(t + 1_000), t)
+            .await
+            .unwrap();
+        let (due, claimed) = s
+            .claim_due("n1", t + 1_000, 10_000, 10, t, |j| JobPlan {
+                fires: vec![PlannedFire {
+                    planned_at: t + 1_000,
+                    trigger_type: "CRON",
+                }],
+                // `last` has no time after this fire: the claim stops it.
+                next_fire_at: (j.id == other).then_some(t + 2_000),
+                stop: j.id == last,
+            })
+            .await
+            .unwrap();
+        assert_eq!((due, claimed.len()), (2, 2), "{kind}");
+        let stamp = |id: i64| claimed.iter().find(|c| c.job_id == id).unwrap().claimed_at;
+        let ended = s.get_job(last).await.unwrap();
+        assert_eq!((ended.enabled, ended.next_fire_at), (0, None), "{kind}");
+        assert!(
+            ended.updated_at < stamp(last),
+            "{kind}: edited at {}, claimed at {}: the stop is the claim's own",
+            ended.updated_at,
+            stamp(last)
+        );
+        // Stopped by someone in the claim's millisecond: an edit after the claim.
+        s.set_job_enabled(other, false, None, t).await.unwrap();
+        let stopped = s.get_job(other).await.unwrap();
+        assert!(
+            stopped.updated_at >= stamp(other),
+            "{kind}: edited at {}, claimed at {}: the stop follows the claim",
+            stopped.updated_at,
+            stamp(other)
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn fires_runs_and_callbacks() {
     each_db(|s, kind| async move {

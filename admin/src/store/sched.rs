@@ -49,7 +49,8 @@ pub struct ClaimedFire {
     pub job_id: i64,
     pub planned_at: i64,
     pub trigger_type: String,
-    /// When the fire row was made by a claim.
+    /// When the fire row was made by a claim: never before its job's last edit, and strictly
+    /// after it (see [`claim_stamp`]), so an edit after the claim is one with a later `updated_at`.
     pub claimed_at: i64,
 }
 
@@ -64,7 +65,7 @@ type JobAdvance = [Option<i64>; 5];
 
 /// The columns of a due job that planning reads: its schedule and misfire policy (a whole job is
 /// 32 columns, and the claim reads every due job).
-const DUE_COLS: &str = "id, group_id, schedule_type, schedule_conf, timezone, misfire_strategy, next_fire_at, last_fire_at";
+const DUE_COLS: &str = "id, group_id, schedule_type, schedule_conf, timezone, misfire_strategy, next_fire_at, last_fire_at, updated_at";
 
 #[derive(sqlx::FromRow)]
 struct DueJob {
@@ -76,6 +77,7 @@ struct DueJob {
     misfire_strategy: String,
     next_fire_at: Option<i64>,
     last_fire_at: Option<i64>,
+    updated_at: i64,
 }
 
 impl From<DueJob> for Job {
@@ -90,6 +92,7 @@ impl From<DueJob> for Job {
             misfire_strategy: d.misfire_strategy,
             next_fire_at: d.next_fire_at,
             last_fire_at: d.last_fire_at,
+            updated_at: d.updated_at,
             enabled: 1,
             ..Job::default()
         }
@@ -99,6 +102,15 @@ impl From<DueJob> for Job {
 /// The unique key of a scheduler-made fire.
 pub fn sched_key(job_id: i64, planned_at: i64) -> String {
     format!("{job_id}:{planned_at}")
+}
+
+/// The `created_at` of a fire a claim at `now` makes for a job last edited at `updated_at`:
+/// strictly after that edit even when the job was created or edited in the claim's very
+/// millisecond, and never after an edit that follows the claim (every edit sets `updated_at` to
+/// at least its own time and past the previous value), so `updated_at < claimed_at` tells the
+/// job is unchanged since the claim.
+fn claim_stamp(now: i64, updated_at: i64) -> i64 {
+    now.max(updated_at + 1)
 }
 
 impl Store {
@@ -136,12 +148,12 @@ impl Store {
             let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
                 .bind(horizon).bind(limit).fetch_all(&mut *tx).await?
                 .into_iter().map(Job::from).collect();
-            let mut rows: Vec<(i64, i64, i64, &'static str, String)> = Vec::new();
+            let mut rows: Vec<(i64, i64, i64, &'static str, String, i64)> = Vec::new();
             let mut advances: Vec<JobAdvance> = Vec::with_capacity(jobs.len());
             for job in &jobs {
                 let p = plan(job);
                 for f in &p.fires {
-                    rows.push((job.id, job.group_id, f.planned_at, f.trigger_type, sched_key(job.id, f.planned_at)));
+                    rows.push((job.id, job.group_id, f.planned_at, f.trigger_type, sched_key(job.id, f.planned_at), claim_stamp(now, job.updated_at)));
                 }
                 advances.push([
                     Some(job.id),
@@ -169,11 +181,11 @@ impl Store {
             let mut claimed = Vec::new();
             for chunk in rows.chunks(500) {
                 let mut qb = QueryBuilder::new(insert_prefix.as_str());
-                qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key)| {
+                qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key, stamp)| {
                     b.push_bind(*job_id).push_bind(*group_id).push_bind(*ty).push_bind(*planned)
                         .push_bind(key.as_str()).push_bind("").push_bind(FireState::Scheduled.as_str())
                         .push_bind(0i64).push_bind("").push_bind(node)
-                        .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(now);
+                        .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(*stamp);
                 });
                 if returning {
                     qb.push(format_args!(" RETURNING {CLAIMED_COLS}"));
