@@ -492,12 +492,15 @@ impl Scheduler {
                         .await?
                     {
                         self.dispatcher
-                            .dispatch_claimed(vec![(
-                                job.clone(),
-                                fire_id,
-                                planned_at,
-                                TriggerType::Misfire.as_str().into(),
-                            )])
+                            .dispatch_claimed(
+                                vec![(
+                                    job.clone(),
+                                    fire_id,
+                                    planned_at,
+                                    TriggerType::Misfire.as_str().into(),
+                                )],
+                                None,
+                            )
                             .await?;
                     }
                     Ok::<(), crate::trigger::TriggerError>(())
@@ -526,33 +529,26 @@ impl Scheduler {
                 tracing::warn!(error = %e, fires = ids.len(), "claimed fires not closed; they will be taken over");
             }
         }
-        if !on_time.is_empty() {
-            let ids: Vec<i64> = on_time.iter().map(|f| f.1).collect();
-            match self.store.start_claims(&ids, &self.node).await {
-                Ok(won) => {
-                    // Fires another admin took over (we were too slow) are its to dispatch.
-                    let won: std::collections::HashSet<i64> = won.into_iter().collect();
-                    on_time.retain(|f| won.contains(&f.1));
-                    if !prepare {
-                        if let Err(e) = self.dispatcher.dispatch_claimed(on_time).await {
-                            tracing::warn!(error = %e, "scheduled fires not dispatched");
-                        }
-                    } else {
-                        match self.dispatcher.prepare_claimed(on_time).await {
-                            Ok(prepared) => {
-                                for (planned_at, group) in prepared.by_planned_time() {
-                                    sleep_until_ms(planned_at - CHECK_AHEAD_MS).await;
-                                    self.send_at_time(group, planned_at, &claims).await;
-                                }
-                            }
-                            Err(e) => tracing::warn!(error = %e, "scheduled fires not dispatched"),
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot start claimed fires; they will be taken over")
+        if on_time.is_empty() {
+            return;
+        }
+        // The fires are started (`scheduled` → `triggering`) with their runs stored, in one
+        // transaction; fires another admin took over (we were too slow) are its to dispatch.
+        let node = Some(self.node.as_str());
+        if !prepare {
+            if let Err(e) = self.dispatcher.dispatch_claimed(on_time, node).await {
+                tracing::warn!(error = %e, "scheduled fires not dispatched");
+            }
+            return;
+        }
+        match self.dispatcher.prepare_claimed(on_time, node).await {
+            Ok(prepared) => {
+                for (planned_at, group) in prepared.by_planned_time() {
+                    sleep_until_ms(planned_at - CHECK_AHEAD_MS).await;
+                    self.send_at_time(group, planned_at, &claims).await;
                 }
             }
+            Err(e) => tracing::warn!(error = %e, "scheduled fires not dispatched"),
         }
     }
 

@@ -433,14 +433,17 @@ impl Dispatcher {
         Ok(FireOutcome::Fired { fire_id, run_ids })
     }
 
-    /// Dispatches fires the scheduler claimed and started (their rows exist, without runs): plans
-    /// each with its job as it is now, stores all runs in one transaction and sends them together.
-    /// `fires` are (job, fire id, planned time, trigger type).
+    /// Dispatches fires the scheduler claimed (their rows exist, without runs): plans each with
+    /// its job as it is now, stores all runs in one transaction and sends them together. `fires`
+    /// are (job, fire id, planned time, trigger type). With `start_for` the fires are still
+    /// `scheduled` and only those this node still owns are started and sent; without it they
+    /// were started already ([`crate::store::Store::start_claimed`]).
     pub async fn dispatch_claimed(
         &self,
         fires: Vec<(Arc<Job>, i64, i64, String)>,
+        start_for: Option<&str>,
     ) -> Result<(), TriggerError> {
-        let prepared = self.prepare_claimed(fires).await?;
+        let prepared = self.prepare_claimed(fires, start_for).await?;
         self.send_prepared(prepared.into_send_list()).await
     }
 
@@ -456,6 +459,7 @@ impl Dispatcher {
     pub async fn prepare_claimed(
         &self,
         fires: Vec<(Arc<Job>, i64, i64, String)>,
+        start_for: Option<&str>,
     ) -> Result<Prepared, TriggerError> {
         let mut groups: HashMap<i64, (Arc<Group>, Arc<Vec<Target>>)> = HashMap::new();
         let mut planned_fires = Vec::with_capacity(fires.len());
@@ -500,10 +504,17 @@ impl Dispatcher {
                 }
             }
         }
+        let (started, stored) = self
+            .store
+            .add_runs_to_fires(&rows, now_ms(), start_for)
+            .await?;
         self.metrics
             .fires_total
-            .fetch_add(rows.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        let stored = self.store.add_runs_to_fires(&rows, now_ms()).await?;
+            .fetch_add(started.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        // Fires another admin took over are its own to dispatch.
+        let started: HashSet<i64> = started.into_iter().collect();
+        planned_fires.retain(|w| started.contains(&w.fire_id));
+        failed_plans.retain(|id| started.contains(id));
         let mut by_fire: HashMap<i64, Vec<Run>> = HashMap::new();
         for r in stored {
             by_fire.entry(r.fire_id).or_default().push(r);

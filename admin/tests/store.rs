@@ -248,6 +248,71 @@ async fn job_edits_count_and_the_job_cache() {
     .await;
 }
 
+/// Storing the runs of claimed fires starts them, but only those this admin still owns and
+/// that are still `scheduled`: a fire another admin took over, or one already started, gets no
+/// runs and is left as it is.
+#[tokio::test]
+async fn storing_runs_starts_only_the_fires_still_owned() {
+    use shardline_admin::store::{JobPlan, PlannedFire};
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-start"), 1).await.unwrap();
+        let t = 5_000;
+        let plan = |_: &Job| JobPlan {
+            fires: vec![PlannedFire {
+                planned_at: t + 1_000,
+                trigger_type: "CRON",
+            }],
+            next_fire_at: Some(t + 2_000),
+            stop: false,
+        };
+        let mut fire = Vec::new();
+        for (name, node) in [("mine", "n1"), ("theirs", "n2")] {
+            let j = s.create_job(&job(g, name), t).await.unwrap();
+            s.set_job_enabled(j, true, Some(t + 1_000), t)
+                .await
+                .unwrap();
+            let (_, claimed) = s
+                .claim_due(node, t + 1_000, 10_000, 10, t, plan)
+                .await
+                .unwrap();
+            assert_eq!(claimed.len(), 1, "{kind}");
+            fire.push((claimed[0].fire_id, j));
+        }
+        let items: Vec<(i64, i64, i64, Vec<NewRun>)> = fire
+            .iter()
+            .map(|(f, j)| (*f, *j, g, vec![run(0, 2, "a"), run(1, 2, "b")]))
+            .collect();
+        let (started, runs) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
+        assert_eq!(started, vec![fire[0].0], "{kind}: only n1's fire starts");
+        assert_eq!(runs.len(), 2, "{kind}");
+        assert!(runs.iter().all(|r| r.fire_id == fire[0].0), "{kind}");
+        let mine = s.get_fire(fire[0].0).await.unwrap().unwrap();
+        assert_eq!(
+            (mine.state.as_str(), mine.total_items),
+            ("triggering", 2),
+            "{kind}"
+        );
+        let theirs = s.get_fire(fire[1].0).await.unwrap().unwrap();
+        assert_eq!(theirs.state, "scheduled", "{kind}: n2's fire is untouched");
+        assert!(
+            s.runs_of_fires(&[fire[1].0]).await.unwrap().is_empty(),
+            "{kind}"
+        );
+        // Started already: a second start gets nothing.
+        let (started, runs) = s
+            .add_runs_to_fires(&items[..1], t, Some("n1"))
+            .await
+            .unwrap();
+        assert!(started.is_empty() && runs.is_empty(), "{kind}");
+        assert_eq!(
+            s.runs_of_fires(&[fire[0].0]).await.unwrap().len(),
+            2,
+            "{kind}"
+        );
+    })
+    .await;
+}
+
 /// A claim is stamped strictly after its job's last edit and before any edit that follows it,
 /// even within one millisecond: the scheduler tells a job its own schedule stopped (the last fire
 /// still runs) from one stopped by someone after the claim by `updated_at < claimed_at`.

@@ -210,22 +210,24 @@ impl Store {
         Ok(out)
     }
 
-    /// Adds planned runs to many claimed fires in one transaction and returns the stored runs,
-    /// by fire then item. `items` are (fire id, job id, group id, runs).
+    /// Adds planned runs to many claimed fires in one transaction. Returns the fires it updated
+    /// and their stored runs, by fire then item. `items` are (fire id, job id, group id, runs).
+    ///
+    /// With `start_for`, the fires are still `scheduled` and this also starts them: only those
+    /// `start_for` still owns move on (another admin may have taken some over), and only they get
+    /// runs. Starting them here instead of in a transaction of its own saves a write of every
+    /// fire row per batch.
     pub async fn add_runs_to_fires(
         &self,
         items: &[(i64, i64, i64, Vec<NewRun>)],
         now: i64,
-    ) -> StoreResult<Vec<Run>> {
+        start_for: Option<&str>,
+    ) -> StoreResult<(Vec<i64>, Vec<Run>)> {
         if items.is_empty() {
-            return Ok(vec![]);
+            return Ok((vec![], vec![]));
         }
-        // The runs of all fires go in shared multi-row INSERTs, and the fires are updated per
-        // distinct (item count, state): a statement per fire was a round trip per fire.
-        let rows: Vec<(i64, i64, i64, &NewRun)> = items
-            .iter()
-            .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)))
-            .collect();
+        // The fires are updated per distinct (item count, state), and the runs of all fires go
+        // in shared multi-row INSERTs: a statement per fire was a round trip per fire.
         let mut by_total: std::collections::BTreeMap<(i64, &'static str), Vec<i64>> =
             std::collections::BTreeMap::new();
         for (fire_id, _, _, runs) in items {
@@ -243,10 +245,51 @@ impl Store {
         // run): the rest of each run is what was just written, and reading whole rows back copied
         // 22 columns per run. They come with the insert where the database can return them.
         let returning = self.dialect().has_returning();
-        let mut ids: std::collections::HashMap<(i64, i64), i64> =
-            std::collections::HashMap::with_capacity(rows.len());
-        with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
+        let mut ids: std::collections::HashMap<(i64, i64), i64> = std::collections::HashMap::new();
+        let begin = self.begin_write();
+        let started: std::collections::HashSet<i64> = with_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let mut started = std::collections::HashSet::with_capacity(items.len());
+            for ((total, state), fire_ids) in &by_total {
+                for chunk in fire_ids.chunks(500) {
+                    let mut upd = QueryBuilder::new("UPDATE fires SET total_items = ");
+                    upd.push_bind(*total).push(", state = ").push_bind(*state);
+                    let Some(node) = start_for else {
+                        upd.push(" WHERE 1 = 1");
+                        push_in(&mut upd, "id", chunk);
+                        upd.build().execute(&mut *tx).await?;
+                        started.extend(chunk);
+                        continue;
+                    };
+                    // A fire another admin took over has its owner changed, so only ours match.
+                    const OWNED: &str = " WHERE +state = 'scheduled' AND owner = ";
+                    if returning {
+                        upd.push(OWNED).push_bind(node);
+                        push_in(&mut upd, "id", chunk);
+                        upd.push(" RETURNING id");
+                        let won: Vec<i64> = upd.build_query_scalar().fetch_all(&mut *tx).await?;
+                        started.extend(won);
+                    } else {
+                        // MySQL: lock the fires still ours, then move exactly those.
+                        let mut sel = QueryBuilder::new("SELECT id FROM fires");
+                        sel.push(OWNED).push_bind(node);
+                        push_in(&mut sel, "id", chunk);
+                        sel.push(" FOR UPDATE");
+                        let won: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                        if !won.is_empty() {
+                            upd.push(" WHERE 1 = 1");
+                            push_in(&mut upd, "id", &won);
+                            upd.build().execute(&mut *tx).await?;
+                        }
+                        started.extend(won);
+                    }
+                }
+            }
+            let rows: Vec<(i64, i64, i64, &NewRun)> = items
+                .iter()
+                .filter(|(f, _, _, _)| started.contains(f))
+                .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)))
+                .collect();
             for chunk in rows.chunks(500) {
                 let mut qb = runs_insert_rows(chunk, now);
                 if returning {
@@ -257,18 +300,11 @@ impl Store {
                     qb.build().execute(&mut *tx).await?;
                 }
             }
-            for ((total, state), ids) in &by_total {
-                for chunk in ids.chunks(500) {
-                    let mut qb = QueryBuilder::new("UPDATE fires SET total_items = ");
-                    qb.push_bind(*total).push(", state = ").push_bind(*state).push(" WHERE 1 = 1");
-                    push_in(&mut qb, "id", chunk);
-                    qb.build().execute(&mut *tx).await?;
-                }
-            }
             tx.commit().await?;
+            started
         });
         if !returning {
-            let fire_ids: Vec<i64> = items.iter().map(|i| i.0).collect();
+            let fire_ids: Vec<i64> = started.iter().copied().collect();
             for chunk in fire_ids.chunks(500) {
                 let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
                     let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
@@ -278,15 +314,18 @@ impl Store {
                 ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
             }
         }
-        let mut out: Vec<Run> = rows
+        let rows = items
             .iter()
+            .filter(|(f, _, _, _)| started.contains(f))
+            .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)));
+        let mut out: Vec<Run> = rows
             .filter_map(|(fire_id, job_id, group_id, r)| {
-                let id = *ids.get(&(*fire_id, r.shard_index))?;
+                let id = *ids.get(&(fire_id, r.shard_index))?;
                 Some(Run {
                     id,
-                    fire_id: *fire_id,
-                    job_id: *job_id,
-                    group_id: *group_id,
+                    fire_id,
+                    job_id,
+                    group_id,
                     shard_index: r.shard_index,
                     shard_total: r.shard_total,
                     attempt: r.attempt,
@@ -309,7 +348,7 @@ impl Store {
             })
             .collect();
         out.sort_by_key(|r| (r.fire_id, r.shard_index));
-        Ok(out)
+        Ok((started.into_iter().collect(), out))
     }
 
     /// The current runs of several fires, by fire then item.

@@ -275,35 +275,6 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// [`Store::start_claimed`] for many on-time fires at once; returns the ids this node won.
-    pub async fn start_claims(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
-        let mut won = Vec::with_capacity(fire_ids.len());
-        let returning = self.dialect().has_returning();
-        for chunk in fire_ids.chunks(500) {
-            let ids: Vec<i64> = with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'triggering' WHERE +state = 'scheduled' AND owner = ");
-                qb.push_bind(node);
-                super::fires::push_in(&mut qb, "id", chunk);
-                // A fire another admin took over has its owner changed, so only ours match.
-                if returning {
-                    qb.push(" RETURNING id");
-                    qb.build_query_scalar().fetch_all(pool).await?
-                } else {
-                    let mut tx = pool.begin().await?;
-                    qb.build().execute(&mut *tx).await?;
-                    let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE +state = 'triggering' AND dispatched_at IS NULL AND owner = ");
-                    sel.push_bind(node);
-                    super::fires::push_in(&mut sel, "id", chunk);
-                    let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
-                    tx.commit().await?;
-                    ids
-                }
-            });
-            won.extend(ids);
-        }
-        Ok(won)
-    }
-
     /// Takes back prepared fires (started, runs stored, nothing sent yet) whose job changed after
     /// they were prepared: their runs go and they are `scheduled` again, to be dispatched with the
     /// job as it is now. Returns the ids taken back.
