@@ -512,7 +512,6 @@ impl Dispatcher {
             .fires_total
             .fetch_add(started.len() as u64, std::sync::atomic::Ordering::Relaxed);
         // Fires another admin took over are its own to dispatch.
-        let started: HashSet<i64> = started.into_iter().collect();
         planned_fires.retain(|w| started.contains(&w.fire_id));
         failed_plans.retain(|id| started.contains(id));
         let mut by_fire: HashMap<i64, Vec<Run>> = HashMap::new();

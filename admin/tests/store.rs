@@ -5,8 +5,8 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Job, RunState};
 use shardline_admin::store::{
-    Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, NewRun, RunFilter, RunUpdate, Store,
-    StoreError,
+    Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, JobPlan, NewRun, PlannedFire,
+    RunFilter, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -42,6 +42,25 @@ fn run(index: i64, total: i64, addr: &str) -> NewRun {
         handler: "h".into(),
         params: String::new(),
         item_param: None,
+    }
+}
+
+/// A job of group `g`, enabled and due at `at`, created and edited at `now`.
+async fn due_job(s: &Store, g: i64, name: &str, at: i64, now: i64) -> i64 {
+    let id = s.create_job(&job(g, name), now).await.unwrap();
+    s.set_job_enabled(id, true, Some(at), now).await.unwrap();
+    id
+}
+
+/// A plan of one CRON fire at `at`.
+fn one_fire(at: i64, next_fire_at: Option<i64>, stop: bool) -> JobPlan {
+    JobPlan {
+        fires: vec![PlannedFire {
+            planned_at: at,
+            trigger_type: "CRON",
+        }],
+        next_fire_at,
+        stop,
     }
 }
 
@@ -253,26 +272,16 @@ async fn job_edits_count_and_the_job_cache() {
 /// runs and is left as it is.
 #[tokio::test]
 async fn storing_runs_starts_only_the_fires_still_owned() {
-    use shardline_admin::store::{JobPlan, PlannedFire};
     each_db(|s, kind| async move {
         let g = s.create_group(&group("app-start"), 1).await.unwrap();
         let t = 5_000;
-        let plan = |_: &Job| JobPlan {
-            fires: vec![PlannedFire {
-                planned_at: t + 1_000,
-                trigger_type: "CRON",
-            }],
-            next_fire_at: Some(t + 2_000),
-            stop: false,
-        };
         let mut fire = Vec::new();
         for (name, node) in [("mine", "n1"), ("theirs", "n2")] {
-            let j = s.create_job(&job(g, name), t).await.unwrap();
-            s.set_job_enabled(j, true, Some(t + 1_000), t)
-                .await
-                .unwrap();
+            let j = due_job(&s, g, name, t + 1_000, t).await;
             let (_, claimed) = s
-                .claim_due(node, t + 1_000, 10_000, 10, t, plan)
+                .claim_due(node, t + 1_000, 10_000, 10, t, |_| {
+                    one_fire(t + 1_000, Some(t + 2_000), false)
+                })
                 .await
                 .unwrap();
             assert_eq!(claimed.len(), 1, "{kind}");
@@ -283,7 +292,7 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
             .map(|(f, j)| (*f, *j, g, vec![run(0, 2, "a"), run(1, 2, "b")]))
             .collect();
         let (started, runs) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
-        assert_eq!(started, vec![fire[0].0], "{kind}: only n1's fire starts");
+        assert_eq!(started, [fire[0].0].into(), "{kind}: only n1's fire starts");
         assert_eq!(runs.len(), 2, "{kind}");
         assert!(runs.iter().all(|r| r.fire_id == fire[0].0), "{kind}");
         let mine = s.get_fire(fire[0].0).await.unwrap().unwrap();
@@ -318,27 +327,19 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
 /// still runs) from one stopped by someone after the claim by `updated_at < claimed_at`.
 #[tokio::test]
 async fn a_claim_is_ordered_against_edits_in_its_millisecond() {
-    use shardline_admin::store::{JobPlan, PlannedFire};
     each_db(|s, kind| async move {
         let g = s.create_group(&group("app-stamp"), 1).await.unwrap();
         let t = 5_000;
-        let last = s.create_job(&job(g, "last"), t).await.unwrap();
-        let other = s.create_job(&job(g, "other"), t).await.unwrap();
-        s.set_job_enabled(last, true, Some(t + 1_000), t)
-            .await
-            .unwrap();
-        s.set_job_enabled(other, true, Some(t + 1_000), t)
-            .await
-            .unwrap();
+        let last = due_job(&s, g, "last", t + 1_000, t).await;
+        let other = due_job(&s, g, "other", t + 1_000, t).await;
         let (due, claimed) = s
-            .claim_due("n1", t + 1_000, 10_000, 10, t, |j| JobPlan {
-                fires: vec![PlannedFire {
-                    planned_at: t + 1_000,
-                    trigger_type: "CRON",
-                }],
+            .claim_due("n1", t + 1_000, 10_000, 10, t, |j| {
                 // `last` has no time after this fire: the claim stops it.
-                next_fire_at: (j.id == other).then_some(t + 2_000),
-                stop: j.id == last,
+                one_fire(
+                    t + 1_000,
+                    (j.id == other).then_some(t + 2_000),
+                    j.id == last,
+                )
             })
             .await
             .unwrap();

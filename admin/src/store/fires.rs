@@ -1,5 +1,7 @@
 //! Fires (trigger events) and their runs (one per shard or item and attempt).
 
+use std::collections::HashSet;
+
 use sqlx::QueryBuilder;
 
 use super::{
@@ -222,9 +224,9 @@ impl Store {
         items: &[(i64, i64, i64, Vec<NewRun>)],
         now: i64,
         start_for: Option<&str>,
-    ) -> StoreResult<(Vec<i64>, Vec<Run>)> {
+    ) -> StoreResult<(HashSet<i64>, Vec<Run>)> {
         if items.is_empty() {
-            return Ok((vec![], vec![]));
+            return Ok((HashSet::new(), vec![]));
         }
         // The fires are updated per distinct (item count, state), and the runs of all fires go
         // in shared multi-row INSERTs: a statement per fire was a round trip per fire.
@@ -247,9 +249,9 @@ impl Store {
         let returning = self.dialect().has_returning();
         let mut ids: std::collections::HashMap<(i64, i64), i64> = std::collections::HashMap::new();
         let begin = self.begin_write();
-        let started: std::collections::HashSet<i64> = with_pool!(self, pool => {
+        let (started, rows) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let mut started = std::collections::HashSet::with_capacity(items.len());
+            let mut started: HashSet<i64> = HashSet::with_capacity(items.len());
             for ((total, state), fire_ids) in &by_total {
                 for chunk in fire_ids.chunks(500) {
                     let mut upd = QueryBuilder::new("UPDATE fires SET total_items = ");
@@ -301,7 +303,7 @@ impl Store {
                 }
             }
             tx.commit().await?;
-            started
+            (started, rows)
         });
         if !returning {
             let fire_ids: Vec<i64> = started.iter().copied().collect();
@@ -314,11 +316,8 @@ impl Store {
                 ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
             }
         }
-        let rows = items
-            .iter()
-            .filter(|(f, _, _, _)| started.contains(f))
-            .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)));
         let mut out: Vec<Run> = rows
+            .into_iter()
             .filter_map(|(fire_id, job_id, group_id, r)| {
                 let id = *ids.get(&(fire_id, r.shard_index))?;
                 Some(Run {
@@ -348,7 +347,7 @@ impl Store {
             })
             .collect();
         out.sort_by_key(|r| (r.fire_id, r.shard_index));
-        Ok((started.into_iter().collect(), out))
+        Ok((started, out))
     }
 
     /// The current runs of several fires, by fire then item.
@@ -523,8 +522,7 @@ impl Store {
             Tried(i64),
             Repeated(i64),
         }
-        let mut tried: std::collections::HashSet<i64> =
-            std::collections::HashSet::with_capacity(items.len());
+        let mut tried: HashSet<i64> = HashSet::with_capacity(items.len());
         let mut groups: std::collections::BTreeMap<(&'static str, i64, &str), Vec<i64>> =
             std::collections::BTreeMap::new();
         let plan: Vec<Item> = items
@@ -550,7 +548,7 @@ impl Store {
             // The runs whose result is applied now (run → fire), and the other runs that exist.
             let mut applied: std::collections::HashMap<i64, i64> =
                 std::collections::HashMap::with_capacity(tried.len());
-            let mut existing: std::collections::HashSet<i64> = std::collections::HashSet::new();
+            let mut existing: HashSet<i64> = HashSet::new();
             if !returning {
                 // Read and lock the runs first (in id order, as every writer does), so what is
                 // read is what the updates find.
