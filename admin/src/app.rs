@@ -11,11 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::beats::{self, Beats};
-use crate::callbacks;
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::model::now_ms;
 use crate::monitor;
+use crate::results;
 use crate::scheduler::Scheduler;
 use crate::store::{FireEnded, Store};
 use crate::trigger::Dispatcher;
@@ -133,15 +133,16 @@ pub async fn serve(
         .connect_timeout(settings.dispatch_timeout())
         .build()?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();
+    let (sink, writer) = results::start(store.clone(), metrics.clone(), events_tx.clone());
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
         http,
         settings.clone(),
         access_token.clone(),
         metrics.clone(),
-        events_tx.clone(),
+        events_tx,
+        sink.clone(),
     ));
-    let (sink, writer) = callbacks::start(store.clone(), metrics.clone(), events_tx);
     let stop = CancellationToken::new();
     let beats = Beats::new(store.clone(), settings.dead_after_ms());
     let beats_task = tokio::spawn(beats::run(beats.clone(), stop.clone()));
@@ -150,7 +151,7 @@ pub async fn serve(
         store: store.clone(),
         settings: settings.clone(),
         dispatcher: dispatcher.clone(),
-        callbacks: sink,
+        results: sink,
         beats,
         metrics: metrics.clone(),
         access_token: access_token.into(),
@@ -227,9 +228,13 @@ pub async fn serve(
     let _ = node_task.await;
     let _ = housekeeping_task.await;
     let _ = beats_task.await;
-    drop(dispatcher);
+    // The follow-up task holds the dispatcher, and the dispatcher a sink of the writer.
     events_task.abort();
-    // The writer ends once the last sink (held by the router, now dropped) is gone.
+    let _ = events_task.await;
+    drop(scheduler);
+    drop(dispatcher);
+    // The writer ends once the last sink (held by the router and the dispatcher, now dropped)
+    // is gone.
     let _ = tokio::time::timeout(Duration::from_secs(10), writer).await;
     let _ = store.remove_node(&node_id).await;
     store.close().await;

@@ -14,13 +14,13 @@ use std::time::Instant;
 use futures::StreamExt;
 use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
 
-use crate::callbacks::FireEvents;
 use crate::config::Settings;
 use crate::jobcache::JobCache;
 use crate::metrics::Metrics;
 use crate::model::{
     now_ms, AddressType, Fire, FireState, Group, Job, Run, RunState, ShardingMode, TriggerType,
 };
+use crate::results::{FireEvents, ResultSink};
 use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
 use crate::store::{FireEnded, NewRun, RunUpdate, Store, StoreError};
@@ -225,6 +225,8 @@ pub struct Dispatcher {
     unhealthy: Mutex<HashMap<String, i64>>,
     /// Fires that just became final (children, alarms, FIX_DELAY follow from it).
     events: FireEvents,
+    /// Where the answers to run requests are stored, with the executors' results.
+    results: ResultSink,
     /// Woken when a job's schedule changed, so the local scheduler claims at once.
     schedule_changed: tokio::sync::Notify,
     /// The jobs of the fires being dispatched, read whole only when they changed.
@@ -241,6 +243,7 @@ impl Dispatcher {
         access_token: String,
         metrics: Arc<Metrics>,
         events: FireEvents,
+        results: ResultSink,
     ) -> Self {
         Dispatcher {
             store,
@@ -251,6 +254,7 @@ impl Dispatcher {
             metrics,
             unhealthy: Mutex::new(HashMap::new()),
             events,
+            results,
             schedule_changed: tokio::sync::Notify::new(),
             slow_counts: Mutex::new(HashMap::new()),
             jobs: JobCache::default(),
@@ -800,6 +804,7 @@ impl Dispatcher {
                     Generation::Classic
                 };
                 let token = self.token_for(&w.group);
+                let fire_id = w.fire_id;
                 async move {
                     let started = Instant::now();
                     let started_ms = now_ms();
@@ -819,7 +824,20 @@ impl Dispatcher {
                         )
                         .await
                     };
-                    (result, started.elapsed(), started_ms)
+                    let took = started.elapsed();
+                    let (state, code, msg, transport) = answer(result, &run.executor_address);
+                    // Stored as it comes, so that the executor's result, close behind, is
+                    // mostly written in the same row update.
+                    let queued = self.results.sent(RunUpdate {
+                        run_id: run.id,
+                        fire_id,
+                        state,
+                        executor_address: run.executor_address.clone(),
+                        trigger_code: code,
+                        trigger_msg: msg,
+                        at: started_ms,
+                    });
+                    (state, transport, took, started_ms, queued)
                 }
             });
             // Collected first: a stream over the lazy iterator trips the compiler's Send check.
@@ -870,14 +888,14 @@ impl Dispatcher {
                 }
             }
             drop(sends);
-            // A failed stamp is reported after the answers are recorded below, so that requests
-            // already sent are not left without their results.
             let mut first_sent: HashMap<i64, i64> = HashMap::new();
-            let mut updates = Vec::with_capacity(results.len());
             let mut failed = Vec::new();
             let mut slow = Vec::new();
+            let mut all_queued = true;
             for ((w, run), slot) in pending.iter().zip(results) {
-                let (result, took, started_ms) = slot.expect("every send answered");
+                let (state, transport, took, started_ms, queued) =
+                    slot.expect("every send answered");
+                all_queued &= queued;
                 let first = first_sent.entry(w.fire_id).or_insert(started_ms);
                 *first = (*first).min(started_ms);
                 self.metrics
@@ -886,25 +904,6 @@ impl Dispatcher {
                 if took.as_millis() > SLOW_REQUEST_MS {
                     slow.push(w.job.id);
                 }
-                let (state, code, msg, transport) = match result {
-                    Ok(env) if env.is_success() => (
-                        RunState::Running,
-                        200,
-                        format!("accepted by {}", run.executor_address),
-                        false,
-                    ),
-                    Ok(env) => (
-                        RunState::Failed,
-                        i64::from(env.code),
-                        format!(
-                            "refused by {}: {}",
-                            run.executor_address,
-                            env.msg.unwrap_or_default()
-                        ),
-                        false,
-                    ),
-                    Err(e) => (RunState::Failed, 500, e.message, e.transport),
-                };
                 if state == RunState::Failed {
                     self.metrics
                         .dispatch_failures
@@ -917,21 +916,20 @@ impl Dispatcher {
                     to_refresh.insert(w.fire_id);
                     failed.push((w.clone(), run.clone(), transport));
                 }
-                updates.push(RunUpdate {
-                    run_id: run.id,
-                    state,
-                    executor_address: run.executor_address.clone(),
-                    trigger_code: code,
-                    trigger_msg: msg,
-                    at: started_ms,
-                });
             }
             self.count_slow(&slow);
-            self.store.record_dispatches(&updates).await?;
+            // The answers are stored (failover below reads them) before this round ends; a
+            // failed stamp is reported after them, so that requests already sent are not left
+            // without their answers.
+            if !(all_queued && self.results.flush().await) {
+                return Err(StoreError::NotStored(
+                    "the answers to run requests were not stored",
+                ));
+            }
             stamped?;
             if round == 0 {
-                // The fire row keeps the time its batch started going out (stamped with the
-                // sends); the metric records when each fire's first request left.
+                // The fire row keeps the time its batch started going out; the metric records
+                // when each fire's first request left.
                 for w in &works {
                     let at = first_sent.get(&w.fire_id).copied().unwrap_or(sent_at);
                     self.metrics
@@ -1163,6 +1161,29 @@ impl Dispatcher {
             .await?
             .first()
             .map(|e| e.state))
+    }
+}
+
+/// What an answer to a run request means for the run: (state, trigger code, message, whether
+/// the executor did not answer at all).
+fn answer(
+    result: Result<Envelope<serde_json::Value>, CallError>,
+    address: &str,
+) -> (RunState, i64, String, bool) {
+    match result {
+        Ok(env) if env.is_success() => (
+            RunState::Running,
+            200,
+            format!("accepted by {address}"),
+            false,
+        ),
+        Ok(env) => (
+            RunState::Failed,
+            i64::from(env.code),
+            format!("refused by {address}: {}", env.msg.unwrap_or_default()),
+            false,
+        ),
+        Err(e) => (RunState::Failed, 500, e.message, e.transport),
     }
 }
 

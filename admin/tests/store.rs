@@ -419,13 +419,22 @@ async fn fires_runs_and_callbacks() {
                 trigger_code: if a == "c" { 500 } else { 200 },
                 trigger_msg: format!("sent to {a}"),
                 at: 110,
+                fire_id: fire,
             })
             .collect();
-        s.record_dispatches(&updates).await.unwrap();
+        s.mark_fires_dispatched(&[fire], 105).await.unwrap();
+        s.store_results(&updates, &[], 112).await.unwrap();
+        let sent = s.get_fire(fire).await.unwrap().unwrap();
+        assert_eq!(
+            (sent.state.as_str(), sent.dispatched_at),
+            ("running", Some(105)),
+            "{kind}: a fire with an accepted run is running"
+        );
         assert_eq!(s.refresh_fire_state(fire, 120).await.unwrap(), None);
 
-        let out = s
-            .apply_callbacks(
+        let (out, ended) = s
+            .store_results(
+                &[],
                 &[
                     (ids[0], 200, "ok".into()),
                     (ids[1], 0, "still running".into()),
@@ -436,6 +445,7 @@ async fn fires_runs_and_callbacks() {
             )
             .await
             .unwrap();
+        assert!(ended.is_empty(), "{kind}: one run still open");
         assert_eq!(
             out[0],
             CallbackOutcome::Applied {
@@ -452,8 +462,9 @@ async fn fires_runs_and_callbacks() {
         assert_eq!(out[3], CallbackOutcome::Unknown);
         // A later batch: a result for a run already finished (in an earlier batch, or by its
         // failed dispatch) changes nothing, and an unknown run stays unknown when repeated.
-        let again = s
-            .apply_callbacks(
+        let (again, _) = s
+            .store_results(
+                &[],
                 &[
                     (ids[0], 500, "too late".into()),
                     (999_998, 200, "unknown".into()),
@@ -482,15 +493,16 @@ async fn fires_runs_and_callbacks() {
         assert_eq!(r2.state, "failed");
         assert_eq!(r2.trigger_msg, "sent to c");
 
-        s.apply_callbacks(&[(ids[1], 200, "ok".into())], 140)
+        let (_, ended) = s
+            .store_results(&[], &[(ids[1], 200, "ok".into())], 140)
             .await
             .unwrap();
         assert_eq!(
-            s.refresh_fire_state(fire, 150)
-                .await
-                .unwrap()
-                .map(|f| f.as_str()),
-            Some("failed")
+            ended
+                .iter()
+                .map(|e| (e.fire_id, e.state.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(fire, "failed")]
         );
         // Reported once only.
         assert_eq!(s.refresh_fire_state(fire, 151).await.unwrap(), None);
@@ -512,15 +524,16 @@ async fn fires_runs_and_callbacks() {
             )
             .await
             .unwrap();
-        s.apply_callbacks(&[(new_ids[0], 200, "ok".into())], 170)
+        let (_, ended) = s
+            .store_results(&[], &[(new_ids[0], 200, "ok".into())], 170)
             .await
             .unwrap();
         assert_eq!(
-            s.refresh_fire_state(fire, 180)
-                .await
-                .unwrap()
-                .map(|f| f.as_str()),
-            Some("succeeded")
+            ended
+                .iter()
+                .map(|e| (e.fire_id, e.state.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(fire, "succeeded")]
         );
         let all = s.fire_runs(fire).await.unwrap();
         assert_eq!(all.len(), 4);
@@ -542,7 +555,7 @@ async fn fires_runs_and_callbacks() {
             .await
             .unwrap()
             .unwrap();
-        s.apply_callbacks(&[(ids2[1], 200, "ok".into())], 210)
+        s.store_results(&[], &[(ids2[1], 200, "ok".into())], 210)
             .await
             .unwrap();
         let f2 = s.get_fire(fire2).await.unwrap().unwrap();
@@ -610,6 +623,147 @@ async fn fires_runs_and_callbacks() {
             (1, 1, fire2),
             "planned-time filter"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_answer_and_a_result_in_one_batch_are_written_together() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-both"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "both"), 1).await.unwrap();
+        let fire_of = |planned: i64, runs: Vec<NewRun>| {
+            let s = s.clone();
+            async move {
+                s.create_fire(j, g, "CRON", planned, None, "", None, &runs, 100)
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        let accepted = |run_id: i64, fire_id: i64, addr: &str| RunUpdate {
+            run_id,
+            fire_id,
+            state: RunState::Running,
+            executor_address: addr.to_string(),
+            trigger_code: 200,
+            trigger_msg: format!("accepted by {addr}"),
+            at: 111,
+        };
+        // One fire of one run: its answer and result in the same batch.
+        let (one, one_runs) = fire_of(1_000, vec![run(0, 1, "a")]).await;
+        // A fire of two runs whose result came in an earlier batch than its answer, and a run
+        // answered with a duplicate result in the batch.
+        let (two, two_runs) = fire_of(2_000, vec![run(0, 2, "a"), run(1, 2, "b")]).await;
+        s.store_results(&[], &[(two_runs[0], 200, "done early".into())], 105)
+            .await
+            .unwrap();
+        // A fire whose one request was refused.
+        let (three, three_runs) = fire_of(3_000, vec![run(0, 1, "c")]).await;
+        s.mark_fires_dispatched(&[one, two, three], 110)
+            .await
+            .unwrap();
+
+        let (out, ended) = s
+            .store_results(
+                &[
+                    accepted(one_runs[0], one, "a"),
+                    accepted(two_runs[0], two, "a"),
+                    accepted(two_runs[1], two, "b"),
+                    RunUpdate {
+                        state: RunState::Failed,
+                        trigger_code: 500,
+                        trigger_msg: "refused by c: busy".into(),
+                        ..accepted(three_runs[0], three, "c")
+                    },
+                ],
+                &[
+                    (one_runs[0], 200, "ok".into()),
+                    (two_runs[0], 500, "late duplicate".into()),
+                ],
+                120,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                CallbackOutcome::Applied {
+                    run_id: one_runs[0],
+                    fire_id: one
+                },
+                CallbackOutcome::Duplicate,
+            ],
+            "{kind}"
+        );
+        assert_eq!(
+            ended
+                .iter()
+                .map(|e| (e.fire_id, e.state.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(one, "succeeded")],
+            "{kind}"
+        );
+        let r = s.get_run(one_runs[0]).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                r.state.as_str(),
+                r.handle_msg.as_str(),
+                r.trigger_code,
+                r.trigger_msg.as_str(),
+                r.dispatched_at,
+                r.finished_at
+            ),
+            (
+                "succeeded",
+                "ok",
+                200,
+                "accepted by a",
+                Some(111),
+                Some(120)
+            ),
+            "{kind}: answer and result both stored"
+        );
+        let f = s.get_fire(one).await.unwrap().unwrap();
+        assert_eq!(
+            (f.state.as_str(), f.dispatched_at, f.finished_at),
+            ("succeeded", Some(110), Some(120)),
+            "{kind}: the fire went from triggering to its end in one write"
+        );
+        // The early result stays; the answer is still recorded, and the other run is running.
+        let early = s.get_run(two_runs[0]).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                early.state.as_str(),
+                early.handle_msg.as_str(),
+                early.trigger_msg.as_str(),
+                early.dispatched_at
+            ),
+            ("succeeded", "done early", "accepted by a", Some(111)),
+            "{kind}"
+        );
+        let other = s.get_run(two_runs[1]).await.unwrap().unwrap();
+        assert_eq!(other.state, "running", "{kind}");
+        let f = s.get_fire(two).await.unwrap().unwrap();
+        assert_eq!(
+            (f.state.as_str(), f.dispatched_at),
+            ("running", Some(110)),
+            "{kind}"
+        );
+        // A refused run ends the run, not the fire (the dispatcher fails it over first), and
+        // its fire is not running.
+        let refused = s.get_run(three_runs[0]).await.unwrap().unwrap();
+        assert_eq!(
+            (refused.state.as_str(), refused.trigger_code),
+            ("failed", 500),
+            "{kind}"
+        );
+        let f = s.get_fire(three).await.unwrap().unwrap();
+        assert_eq!(f.state, "triggering", "{kind}");
+        // A later round of the same fire keeps the first send time.
+        s.mark_fires_dispatched(&[two], 130).await.unwrap();
+        let f = s.get_fire(two).await.unwrap().unwrap();
+        assert_eq!(f.dispatched_at, Some(110), "{kind}");
     })
     .await;
 }

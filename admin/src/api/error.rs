@@ -85,6 +85,13 @@ impl From<StoreError> for ApiError {
                     "internal error (database)",
                 )
             }
+            StoreError::NotStored(m) => {
+                tracing::error!(error = m, "write not stored");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error (database)",
+                )
+            }
         }
     }
 }

@@ -124,7 +124,7 @@ async fn callback(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         .into_iter()
         .map(|i| (i.log_id, i.handle_code, i.handle_msg))
         .collect();
-    if state.callbacks.submit(items) {
+    if state.results.submit(items) {
         ok()
     } else {
         // Shutting down: the executor keeps the result and sends it again later.

@@ -14,10 +14,10 @@ use axum::Router;
 
 pub use error::ApiError;
 
-use crate::callbacks::CallbackSink;
 use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::model::User;
+use crate::results::ResultSink;
 use crate::store::Store;
 use crate::trigger::Dispatcher;
 
@@ -27,7 +27,7 @@ pub struct AppState {
     pub store: Store,
     pub settings: Arc<Settings>,
     pub dispatcher: Arc<Dispatcher>,
-    pub callbacks: CallbackSink,
+    pub results: ResultSink,
     /// Executor heartbeats, written behind.
     pub beats: Arc<crate::beats::Beats>,
     pub metrics: Arc<Metrics>,

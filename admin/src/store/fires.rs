@@ -1,6 +1,6 @@
 //! Fires (trigger events) and their runs (one per shard or item and attempt).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::QueryBuilder;
 
@@ -28,11 +28,13 @@ pub struct NewRun {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunUpdate {
     pub run_id: i64,
+    pub fire_id: i64,
     /// `Running` when the executor accepted it, `Failed` otherwise.
     pub state: RunState,
     pub executor_address: String,
     pub trigger_code: i64,
     pub trigger_msg: String,
+    /// When this run's request started.
     pub at: i64,
 }
 
@@ -83,11 +85,15 @@ pub struct RunFilter {
 /// Recomputes the state of the fires `$ids` from their current runs inside the transaction `$tx`
 /// and evaluates to the [`FireEnded`] of those that just became final. The fires are read with
 /// `$lock` (`FOR UPDATE` on MySQL; SQLite's transaction holds the write lock already).
+///
+/// Every fire read is removed from `$seen` (a set the caller keeps of fires it would otherwise
+/// write again: this write, or the finding that nothing changed, covers them).
 macro_rules! refresh_in_tx {
-    ($tx:ident, $ids:expr, $now:expr, $lock:expr) => {{
+    ($tx:ident, $ids:expr, $now:expr, $lock:expr, $seen:expr) => {{
         let chunk: &[i64] = $ids;
         let now: i64 = $now;
         let lock: &str = $lock;
+        let seen: &mut HashSet<i64> = $seen;
         let mut current: Vec<(i64, i64, String)> = Vec::with_capacity(chunk.len());
         let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
             std::collections::HashMap::with_capacity(chunk.len());
@@ -126,10 +132,10 @@ macro_rules! refresh_in_tx {
         }
         // Only the writer that moves the fire out of an open state reports it as final;
         // claimed fires that were never started keep their own state.
-        let mut moves: std::collections::BTreeMap<&'static str, Vec<i64>> =
-            std::collections::BTreeMap::new();
+        let mut moves: BTreeMap<&'static str, Vec<i64>> = BTreeMap::new();
         let mut changed = Vec::new();
         for (fire_id, job_id, old) in &current {
+            seen.remove(fire_id);
             let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
             if old == state.as_str() || old == "scheduled" || old == "skipped" {
                 continue;
@@ -420,39 +426,191 @@ impl Store {
         Ok(ids)
     }
 
-    /// Records dispatch results. A run that already has a final result (its callback won the race
-    /// against this write) keeps its state.
+    /// Stores a batch of run results in one transaction: dispatch answers (`sent`) and executor
+    /// callbacks (first result wins, `handleCode 0` is not a result), then the new states of the
+    /// fires whose runs finished. Returns one outcome per callback item, in order, and the fires
+    /// that just became final.
     ///
-    /// Results that are alike (same state, code, message and executor: every run an executor
-    /// accepted in one round) share two statements, each run keeping its own send time.
-    pub async fn record_dispatches(&self, updates: &[RunUpdate]) -> StoreResult<()> {
-        if updates.is_empty() {
-            return Ok(());
-        }
-        type Key<'a> = (&'static str, i64, &'a str, &'a str);
-        let mut groups: std::collections::BTreeMap<Key<'_>, Vec<[Option<i64>; 2]>> =
-            std::collections::BTreeMap::new();
-        for u in updates {
-            groups
-                .entry((
-                    u.state.as_str(),
-                    u.trigger_code,
-                    u.trigger_msg.as_str(),
-                    u.executor_address.as_str(),
-                ))
-                .or_default()
-                .push([Some(u.run_id), Some(u.at)]);
+    /// A run whose answer and callback are both in the batch is written once, and its fire once
+    /// (from `triggering` straight to its end): a short run of a busy second costs one run write
+    /// and one fire write here instead of two each. An answer never overrides a final result (the
+    /// callback may have come first); a failed dispatch is the run's end only if the run is still
+    /// `triggering`. A fire with an accepted run becomes `running`; fires are not refreshed for a
+    /// failed dispatch, which the dispatcher fails over first.
+    ///
+    /// Alike results share one statement. On SQLite (`BEGIN IMMEDIATE`) the updates return the
+    /// runs they finished; on MySQL the runs are read first, `FOR UPDATE` in id order, so what is
+    /// read is what the updates find.
+    pub async fn store_results(
+        &self,
+        sent: &[RunUpdate],
+        callbacks: &[(i64, i32, String)],
+        now: i64,
+    ) -> StoreResult<(Vec<CallbackOutcome>, Vec<FireEnded>)> {
+        if sent.is_empty() && callbacks.is_empty() {
+            return Ok((vec![], vec![]));
         }
         let dialect = self.dialect();
-        with_pool!(self, pool => {
-            let mut tx = pool.begin().await?;
-            for ((st, code, msg, address), rows) in &groups {
+        let (begin, lock) = match dialect {
+            super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
+            super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
+        };
+        let returning = dialect.has_returning();
+        let accepted: HashMap<i64, &RunUpdate> = sent
+            .iter()
+            .filter(|u| u.state == RunState::Running)
+            .map(|u| (u.run_id, u))
+            .collect();
+        // The first result of each run in the batch is the one tried; a later one for the same
+        // run is a duplicate (or unknown, as the first). Alike results share one `UPDATE`; a run
+        // also accepted in this batch shares one with the runs alike in both.
+        enum Item {
+            Done(CallbackOutcome),
+            Tried(i64),
+            Repeated(i64),
+        }
+        type ResultKey<'a> = (&'static str, i64, &'a str);
+        type SentKey<'a> = (&'a str, i64, &'a str);
+        let mut tried: HashSet<i64> = HashSet::with_capacity(callbacks.len());
+        let mut groups: BTreeMap<ResultKey<'_>, Vec<i64>> = BTreeMap::new();
+        let mut merged: BTreeMap<(ResultKey<'_>, SentKey<'_>), Vec<[Option<i64>; 2]>> =
+            BTreeMap::new();
+        let plan: Vec<Item> = callbacks
+            .iter()
+            .map(|(run_id, code, msg)| {
+                let Some(state) = RunState::from_handle_code(*code, msg) else {
+                    return Item::Done(CallbackOutcome::Duplicate);
+                };
+                if !tried.insert(*run_id) {
+                    return Item::Repeated(*run_id);
+                }
+                let key = (state.as_str(), i64::from(*code), truncate(msg, 15_000));
+                match accepted.get(run_id) {
+                    Some(u) => merged
+                        .entry((
+                            key,
+                            (
+                                u.executor_address.as_str(),
+                                u.trigger_code,
+                                u.trigger_msg.as_str(),
+                            ),
+                        ))
+                        .or_default()
+                        .push([Some(*run_id), Some(u.at)]),
+                    None => groups.entry(key).or_default().push(*run_id),
+                }
+                Item::Tried(*run_id)
+            })
+            .collect();
+        let mut locked: Vec<i64> = tried.iter().copied().collect();
+        if !returning {
+            locked.extend(sent.iter().map(|u| u.run_id));
+        }
+        locked.sort_unstable();
+        locked.dedup();
+        // Fires an executor accepted a run of: `running`, unless the refresh below writes them.
+        let mut accepted_fires: HashSet<i64> = accepted.values().map(|u| u.fire_id).collect();
+        let outcomes = with_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            // The runs whose result is applied now (run → fire), and the other runs that exist.
+            let mut applied: HashMap<i64, i64> = HashMap::with_capacity(tried.len());
+            let mut existing: HashSet<i64> = HashSet::new();
+            if !returning {
+                // Read and lock the runs first (in id order, as every writer does), so what is
+                // read is what the updates find.
+                for chunk in locked.chunks(500) {
+                    let mut qb = QueryBuilder::new("SELECT id, fire_id, state FROM runs WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    qb.push(lock);
+                    let rows: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    for (id, fire, st) in rows {
+                        if !tried.contains(&id) {
+                            continue;
+                        }
+                        if st == RunState::Triggering.as_str() || st == RunState::Running.as_str() {
+                            applied.insert(id, fire);
+                        } else {
+                            existing.insert(id);
+                        }
+                    }
+                }
+            }
+            // A few groups per batch: the message is copied so one closure serves both uses.
+            let finish = |qb: &mut QueryBuilder<'_, _>, (st, code, msg): &ResultKey<'_>| {
+                qb.push("state = ").push_bind(*st).push(", handle_code = ").push_bind(*code)
+                    .push(", handle_msg = ").push_bind(msg.to_string())
+                    .push(", finished_at = ").push_bind(now);
+            };
+            // Answer and result of the same run: one write.
+            for ((result, (address, code, msg)), rows) in &merged {
+                for chunk in rows.chunks(JOINED_CHUNK) {
+                    let mut qb = update_joined(dialect, "runs", chunk, |qb| {
+                        qb.push("executor_address = ").push_bind(*address)
+                            .push(", trigger_code = ").push_bind(*code)
+                            .push(", trigger_msg = ").push_bind(*msg)
+                            .push(", dispatched_at = v.column2, ");
+                        finish(qb, result);
+                    }, " AND +state IN ('triggering', 'running')");
+                    if returning {
+                        qb.push(" RETURNING id, fire_id");
+                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                        applied.extend(rows);
+                    } else {
+                        qb.build().execute(&mut *tx).await?;
+                    }
+                }
+            }
+            for (result, ids) in &groups {
+                for chunk in ids.chunks(500) {
+                    let mut qb = QueryBuilder::new("UPDATE runs SET ");
+                    finish(&mut qb, result);
+                    qb.push(" WHERE +state IN ('triggering', 'running')");
+                    push_in(&mut qb, "id", chunk);
+                    if returning {
+                        // The write lock is held from `BEGIN IMMEDIATE`: the runs returned are
+                        // those whose first result this is.
+                        qb.push(" RETURNING id, fire_id");
+                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                        applied.extend(rows);
+                    } else {
+                        qb.build().execute(&mut *tx).await?;
+                    }
+                }
+            }
+            if returning {
+                // Only the runs not updated need a look: finished already, or unknown.
+                let mut missing: Vec<i64> =
+                    tried.iter().copied().filter(|id| !applied.contains_key(id)).collect();
+                missing.sort_unstable();
+                for chunk in missing.chunks(500) {
+                    let mut qb = QueryBuilder::new("SELECT id FROM runs WHERE 1 = 1");
+                    push_in(&mut qb, "id", chunk);
+                    let rows: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+                    existing.extend(rows);
+                }
+            }
+            // Answers not written with a result: alike answers (every run an executor accepted
+            // in one round) share a statement, each run keeping its own send time.
+            let mut answers: BTreeMap<(&'static str, SentKey<'_>), Vec<[Option<i64>; 2]>> =
+                BTreeMap::new();
+            for u in sent {
+                let written = u.state == RunState::Running
+                    && tried.contains(&u.run_id)
+                    && applied.contains_key(&u.run_id);
+                if !written {
+                    answers
+                        .entry((u.state.as_str(), (u.executor_address.as_str(), u.trigger_code, u.trigger_msg.as_str())))
+                        .or_default()
+                        .push([Some(u.run_id), Some(u.at)]);
+                }
+            }
+            for ((st, (address, code, msg)), rows) in &answers {
                 let failed = *st == RunState::Failed.as_str();
                 for chunk in rows.chunks(JOINED_CHUNK) {
-                    // The state moves only from `triggering` (a result may have come first). An
-                    // accepted run needs one statement: its state assignment reads only its own
-                    // column. A failed dispatch is also the run's end, whose columns are set
-                    // only if the state moves, so it is a statement of its own, first.
+                    // The state moves only from `triggering`. An accepted run needs one
+                    // statement: its state assignment reads only its own column. A failed
+                    // dispatch is also the run's end, whose columns are set only if the state
+                    // moves, so it is a statement of its own, first.
                     if failed {
                         update_joined(dialect, "runs", chunk, |qb| {
                             qb.push("finished_at = v.column2, handle_msg = ").push_bind(*msg)
@@ -471,130 +629,6 @@ impl Store {
                     }, "").build().execute(&mut *tx).await?;
                 }
             }
-            tx.commit().await?;
-        });
-        Ok(())
-    }
-
-    /// Applies executor results in one transaction: first result wins, `handleCode 0` is not a
-    /// result. Returns one outcome per item, in order.
-    ///
-    /// Alike results share one `UPDATE`: a few statements per batch instead of two per item. On
-    /// SQLite (`BEGIN IMMEDIATE`) the updates return the runs they finished; on MySQL the runs
-    /// are read first, `FOR UPDATE`, so what is read is what the updates find.
-    pub async fn apply_callbacks(
-        &self,
-        items: &[(i64, i32, String)],
-        now: i64,
-    ) -> StoreResult<Vec<CallbackOutcome>> {
-        Ok(self.apply_results(items, now, false).await?.0)
-    }
-
-    /// [`Store::apply_callbacks`], and the refresh of the fires whose runs changed, in the same
-    /// transaction (the callback writer's one commit per batch). Returns the outcomes and the
-    /// fires that just became final.
-    pub async fn apply_callbacks_and_refresh(
-        &self,
-        items: &[(i64, i32, String)],
-        now: i64,
-    ) -> StoreResult<(Vec<CallbackOutcome>, Vec<FireEnded>)> {
-        self.apply_results(items, now, true).await
-    }
-
-    async fn apply_results(
-        &self,
-        items: &[(i64, i32, String)],
-        now: i64,
-        refresh: bool,
-    ) -> StoreResult<(Vec<CallbackOutcome>, Vec<FireEnded>)> {
-        if items.is_empty() {
-            return Ok((vec![], vec![]));
-        }
-        let (begin, lock) = match self.dialect() {
-            super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
-            super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
-        };
-        let returning = self.dialect().has_returning();
-        // The first result of each run in the batch is the one tried; a later one for the same
-        // run is a duplicate (or unknown, as the first). Alike results share one `UPDATE`.
-        enum Item {
-            Done(CallbackOutcome),
-            Tried(i64),
-            Repeated(i64),
-        }
-        let mut tried: HashSet<i64> = HashSet::with_capacity(items.len());
-        let mut groups: std::collections::BTreeMap<(&'static str, i64, &str), Vec<i64>> =
-            std::collections::BTreeMap::new();
-        let plan: Vec<Item> = items
-            .iter()
-            .map(|(run_id, code, msg)| {
-                let Some(state) = RunState::from_handle_code(*code, msg) else {
-                    return Item::Done(CallbackOutcome::Duplicate);
-                };
-                if !tried.insert(*run_id) {
-                    return Item::Repeated(*run_id);
-                }
-                groups
-                    .entry((state.as_str(), i64::from(*code), truncate(msg, 15_000)))
-                    .or_default()
-                    .push(*run_id);
-                Item::Tried(*run_id)
-            })
-            .collect();
-        let mut tried: Vec<i64> = tried.into_iter().collect();
-        tried.sort_unstable();
-        let outcomes = with_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            // The runs whose result is applied now (run → fire), and the other runs that exist.
-            let mut applied: std::collections::HashMap<i64, i64> =
-                std::collections::HashMap::with_capacity(tried.len());
-            let mut existing: HashSet<i64> = HashSet::new();
-            if !returning {
-                // Read and lock the runs first (in id order, as every writer does), so what is
-                // read is what the updates find.
-                for chunk in tried.chunks(500) {
-                    let mut qb = QueryBuilder::new("SELECT id, fire_id, state FROM runs WHERE 1 = 1");
-                    push_in(&mut qb, "id", chunk);
-                    qb.push(lock);
-                    let rows: Vec<(i64, i64, String)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                    for (id, fire, st) in rows {
-                        if st == RunState::Triggering.as_str() || st == RunState::Running.as_str() {
-                            applied.insert(id, fire);
-                        } else {
-                            existing.insert(id);
-                        }
-                    }
-                }
-            }
-            for ((st, code, msg), ids) in &groups {
-                for chunk in ids.chunks(500) {
-                    let mut qb = QueryBuilder::new("UPDATE runs SET state = ");
-                    qb.push_bind(*st).push(", handle_code = ").push_bind(*code)
-                        .push(", handle_msg = ").push_bind(*msg).push(", finished_at = ").push_bind(now)
-                        .push(" WHERE +state IN ('triggering', 'running')");
-                    push_in(&mut qb, "id", chunk);
-                    if returning {
-                        // The write lock is held from `BEGIN IMMEDIATE`: the runs returned are
-                        // those whose first result this is.
-                        qb.push(" RETURNING id, fire_id");
-                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                        applied.extend(rows);
-                    } else {
-                        qb.build().execute(&mut *tx).await?;
-                    }
-                }
-            }
-            if returning {
-                // Only the runs not updated need a look: finished already, or unknown.
-                let missing: Vec<i64> =
-                    tried.iter().copied().filter(|id| !applied.contains_key(id)).collect();
-                for chunk in missing.chunks(500) {
-                    let mut qb = QueryBuilder::new("SELECT id FROM runs WHERE 1 = 1");
-                    push_in(&mut qb, "id", chunk);
-                    let rows: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
-                    existing.extend(rows);
-                }
-            }
             let out: Vec<CallbackOutcome> = plan.iter().map(|item| match item {
                 Item::Done(o) => *o,
                 Item::Tried(id) => match applied.get(id) {
@@ -608,13 +642,18 @@ impl Store {
                 Item::Repeated(_) => CallbackOutcome::Unknown,
             }).collect();
             let mut ended = Vec::new();
-            if refresh {
-                let mut fires: Vec<i64> = applied.values().copied().collect();
-                fires.sort_unstable();
-                fires.dedup();
-                for chunk in fires.chunks(500) {
-                    ended.extend(refresh_in_tx!(tx, chunk, now, lock));
-                }
+            let mut fires: Vec<i64> = applied.values().copied().collect();
+            fires.sort_unstable();
+            fires.dedup();
+            for chunk in fires.chunks(500) {
+                ended.extend(refresh_in_tx!(tx, chunk, now, lock, &mut accepted_fires));
+            }
+            let mut running: Vec<i64> = accepted_fires.into_iter().collect();
+            running.sort_unstable();
+            for chunk in running.chunks(500) {
+                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'running' WHERE state = 'triggering'");
+                push_in(&mut qb, "id", chunk);
+                qb.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
             (out, ended)
@@ -672,7 +711,7 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let changed = refresh_in_tx!(tx, chunk, now, lock);
+                let changed = refresh_in_tx!(tx, chunk, now, lock, &mut HashSet::new());
                 tx.commit().await?;
                 changed
             });
@@ -681,16 +720,15 @@ impl Store {
         Ok(finals)
     }
 
-    /// Records that fires' requests start going out now: their send time, and `running` (unless
-    /// a result already moved them further). Stamped as the requests start, so a slow executor
-    /// in the same batch does not make the others look late; a fire whose every request then
-    /// fails is refreshed to `failed` after the answers.
+    /// Records that fires' requests start going out now. Written beside the sends, before any
+    /// answer: from here on the fire counts as sent, so an edit of its job no longer takes it
+    /// back ([`Store::cancel_scheduled`]). Its state moves with the answers
+    /// ([`Store::store_results`]).
     pub async fn mark_fires_dispatched(&self, fire_ids: &[i64], at: i64) -> StoreResult<()> {
         for chunk in fire_ids.chunks(500) {
             with_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = ");
-                qb.push_bind(at)
-                    .push(", state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END WHERE dispatched_at IS NULL");
+                qb.push_bind(at).push(" WHERE dispatched_at IS NULL");
                 push_in(&mut qb, "id", chunk);
                 qb.build().execute(pool).await?;
             });

@@ -223,6 +223,10 @@ pub enum StoreError {
     Conflict(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
+    /// A write handed to a background writer was given up (the database kept failing) or the
+    /// writer has stopped.
+    #[error("{0}")]
+    NotStored(&'static str),
 }
 
 impl StoreError {

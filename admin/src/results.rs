@@ -1,0 +1,173 @@
+//! Run results, written in batches: executors' callbacks and the answers to run requests.
+//!
+//! `/api/callback` answers at once and hands its items to a channel, and the dispatcher hands
+//! over each run request's answer as it comes; one writer task drains the channel in batches (up
+//! to [`BATCH_MAX`] items or whatever arrived within [`BATCH_WAIT`]) and applies each batch, with
+//! the new states of the fires it touched, in one transaction, so 10 000 results per second
+//! cost about a hundred transactions, not 10 000. A short run's answer and its callback mostly
+//! land in the same batch and are written as one row update. Fires whose runs all finished are
+//! then handed to [`FireEvents`] once.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::Metrics;
+use crate::model::{now_ms, RunState};
+use crate::store::{CallbackOutcome, FireEnded, RunUpdate, Store};
+
+/// Most results in one transaction. Under a normal load a batch holds what arrived within
+/// [`BATCH_WAIT`]; this bound only matters when results queue up because the writer waits for
+/// the database (on SQLite every write waits for the one connection, one turn per waiter): the
+/// more each turn stores, the sooner the queue drains. At 1 000 a turn, an admin overloaded with
+/// 10 000 fires a second stored fewer results than its executors returned, and the queue grew.
+const BATCH_MAX: usize = 5_000;
+/// How long a batch collects results after its first one: a burst of results becomes a few
+/// transactions, and a result is stored at most this much later.
+const BATCH_WAIT: Duration = Duration::from_millis(10);
+
+/// One result reported by an executor: (run id, handle code, message).
+pub type CallbackEntry = (i64, i32, String);
+
+/// What the writer tells the rest of the admin: a fire reached a final state.
+pub type FireEvents = mpsc::UnboundedSender<FireEnded>;
+
+enum Entry {
+    Callback(CallbackEntry),
+    Sent(RunUpdate),
+    /// Answered once everything queued before it is stored (true) or dropped (false).
+    Flush(oneshot::Sender<bool>),
+}
+
+/// The sending side, cloned into the HTTP handlers and the dispatcher.
+#[derive(Clone)]
+pub struct ResultSink {
+    tx: mpsc::UnboundedSender<Entry>,
+}
+
+impl ResultSink {
+    /// Queues executor results; never blocks. Returns false when the writer has stopped
+    /// (shutdown).
+    pub fn submit(&self, items: Vec<CallbackEntry>) -> bool {
+        items
+            .into_iter()
+            .all(|i| self.tx.send(Entry::Callback(i)).is_ok())
+    }
+
+    /// Queues the answer to a run request; never blocks. Returns false when the writer has
+    /// stopped.
+    pub fn sent(&self, update: RunUpdate) -> bool {
+        self.tx.send(Entry::Sent(update)).is_ok()
+    }
+
+    /// Waits until everything queued so far is stored. False when some of it was not (the
+    /// writer gave up on a batch, or has stopped).
+    pub async fn flush(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Entry::Flush(tx)).is_ok() && rx.await.unwrap_or(false)
+    }
+}
+
+/// Starts the writer task. It ends when every sink is dropped and the queue is drained.
+pub fn start(
+    store: Store,
+    metrics: Arc<Metrics>,
+    events: FireEvents,
+) -> (ResultSink, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Entry>();
+    let handle = tokio::spawn(async move {
+        let mut batch = Batch::default();
+        loop {
+            let Some(first) = rx.recv().await else { break };
+            batch.add(first);
+            let deadline = tokio::time::Instant::now() + BATCH_WAIT;
+            while batch.len() < BATCH_MAX {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(item)) => batch.add(item),
+                    _ => break,
+                }
+            }
+            let stored = write_batch(&store, &metrics, &events, &batch).await;
+            for waiter in batch.flushes.drain(..) {
+                let _ = waiter.send(stored);
+            }
+            batch.sent.clear();
+            batch.callbacks.clear();
+        }
+    });
+    (ResultSink { tx }, handle)
+}
+
+#[derive(Default)]
+struct Batch {
+    sent: Vec<RunUpdate>,
+    callbacks: Vec<CallbackEntry>,
+    flushes: Vec<oneshot::Sender<bool>>,
+}
+
+impl Batch {
+    fn add(&mut self, entry: Entry) {
+        match entry {
+            Entry::Callback(c) => self.callbacks.push(c),
+            Entry::Sent(u) => self.sent.push(u),
+            Entry::Flush(w) => self.flushes.push(w),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.sent.len() + self.callbacks.len()
+    }
+}
+
+/// Stores one batch; false when it was dropped after retries.
+async fn write_batch(store: &Store, metrics: &Metrics, events: &FireEvents, batch: &Batch) -> bool {
+    metrics
+        .callbacks_received
+        .fetch_add(batch.callbacks.len() as u64, Ordering::Relaxed);
+    // A failed write is retried a few times: the executor was already told "received", so
+    // giving up would lose a result.
+    let mut attempt = 0;
+    let (outcomes, finals) = loop {
+        match store
+            .store_results(&batch.sent, &batch.callbacks, now_ms())
+            .await
+        {
+            Ok(o) => break o,
+            Err(e) if attempt < 5 => {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "result batch write failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = %e,
+                    callbacks = batch.callbacks.len(),
+                    answers = batch.sent.len(),
+                    "result batch dropped after retries"
+                );
+                return false;
+            }
+        }
+    };
+    for ((_, code, msg), outcome) in batch.callbacks.iter().zip(&outcomes) {
+        match outcome {
+            CallbackOutcome::Applied { .. } => {
+                if let Some(state) = RunState::from_handle_code(*code, msg) {
+                    metrics.count_result(state);
+                }
+            }
+            CallbackOutcome::Duplicate => {
+                metrics.callbacks_duplicate.fetch_add(1, Ordering::Relaxed);
+            }
+            CallbackOutcome::Unknown => {
+                metrics.callbacks_unknown.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    for ended in finals {
+        let _ = events.send(ended);
+    }
+    true
+}
