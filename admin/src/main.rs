@@ -5,10 +5,25 @@ use shardline_admin::config::{Cli, Command, TokenCommand, UserCommand};
 use shardline_admin::model::{now_ms, Role};
 use shardline_admin::store::Store;
 
+/// jemalloc, for the admin's own allocations and SQLite's alike (it replaces `malloc` in the whole
+/// process). Under load the admin allocates and frees in bursts of every size (a second's run
+/// requests, statements with hundreds of parameters, rows); glibc spent a quarter of the admin's
+/// CPU at 10 000 runs/s sorting and merging its free lists (`_int_malloc`, `unlink_chunk`,
+/// `malloc_consolidate`), jemalloc's per-thread caches and size classes far less (see
+/// docs/benchmarks.md, ninth round).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its first allocation. One arena: the admin has a few busy
+/// threads, and each arena keeps memory of its own. Freed pages go back to the system after a
+/// second (the default is ten), so the memory of a burst does not stay resident.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static malloc_conf: &[u8; 47] = b"narenas:1,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 fn main() {
-    // Before the runtime starts its threads: the setting applies to arenas not yet made.
-    limit_malloc_arenas();
-    return_freed_memory();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -17,62 +32,6 @@ fn main() {
         eprintln!("shardline-admin: {e:#}");
         std::process::exit(1);
     }
-}
-
-/// glibc gives each thread that allocates its own arena (up to eight per core); the admin's
-/// tokio workers and SQLite's connection threads each kept one, whose free space made up half
-/// of the admin's memory under load. Two arenas keep it small without contention showing in
-/// the profile.
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-}
-
-/// glibc returns freed heap memory to the system only from the top of an arena; the pages freed
-/// after a burst of runs sit below live allocations and stayed resident (6–8 MiB of the admin's
-/// RSS at 1 000 runs/s on SQLite). `malloc_trim` gives back every whole free page, but costs a
-/// system call per free region each time, even for pages it gave back before (0.5 % of a core
-/// when run every second on an idle admin, 0.2 % at 1 000 runs/s), so it runs only after a second
-/// in which the admin used at least 5 % of a core: when bursts of work freed memory.
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    std::thread::Builder::new()
-        .name("malloc-trim".into())
-        .spawn(|| {
-            const BUSY: std::time::Duration = std::time::Duration::from_millis(50);
-            let mut last = cpu_time();
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(1));
-                let now = cpu_time();
-                if now.saturating_sub(last) >= BUSY {
-                    // SAFETY: malloc_trim only releases free memory, under the allocator's locks.
-                    unsafe {
-                        libc::malloc_trim(0);
-                    }
-                }
-                last = now;
-            }
-        })
-        .expect("cannot start the malloc-trim thread");
-}
-
-/// CPU time the whole process used so far (all threads, user and system).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn cpu_time() -> std::time::Duration {
-    // SAFETY: getrusage writes into the zeroed struct it is given.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    };
-    let tv = |t: libc::timeval| {
-        std::time::Duration::from_secs(t.tv_sec as u64)
-            + std::time::Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 async fn run() -> anyhow::Result<()> {
