@@ -56,10 +56,10 @@ impl ResultSink {
             .all(|i| self.tx.send(Entry::Callback(i)).is_ok())
     }
 
-    /// Queues the answer to a run request; never blocks. Returns false when the writer has
-    /// stopped.
-    pub fn sent(&self, update: RunUpdate) -> bool {
-        self.tx.send(Entry::Sent(update)).is_ok()
+    /// Queues the answer to a run request; never blocks. Once the writer has stopped the answer
+    /// is lost, and the next [`ResultSink::flush`] says so.
+    pub fn sent(&self, update: RunUpdate) {
+        let _ = self.tx.send(Entry::Sent(update));
     }
 
     /// Waits until everything queued so far is stored. False when some of it was not (the

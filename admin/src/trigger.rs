@@ -828,7 +828,7 @@ impl Dispatcher {
                     let (state, code, msg, transport) = answer(result, &run.executor_address);
                     // Stored as it comes, so that the executor's result, close behind, is
                     // mostly written in the same row update.
-                    let queued = self.results.sent(RunUpdate {
+                    self.results.sent(RunUpdate {
                         run_id: run.id,
                         fire_id,
                         state,
@@ -837,7 +837,7 @@ impl Dispatcher {
                         trigger_msg: msg,
                         at: started_ms,
                     });
-                    (state, transport, took, started_ms, queued)
+                    (state, transport, took, started_ms)
                 }
             });
             // Collected first: a stream over the lazy iterator trips the compiler's Send check.
@@ -891,11 +891,8 @@ impl Dispatcher {
             let mut first_sent: HashMap<i64, i64> = HashMap::new();
             let mut failed = Vec::new();
             let mut slow = Vec::new();
-            let mut all_queued = true;
             for ((w, run), slot) in pending.iter().zip(results) {
-                let (state, transport, took, started_ms, queued) =
-                    slot.expect("every send answered");
-                all_queued &= queued;
+                let (state, transport, took, started_ms) = slot.expect("every send answered");
                 let first = first_sent.entry(w.fire_id).or_insert(started_ms);
                 *first = (*first).min(started_ms);
                 self.metrics
@@ -921,7 +918,7 @@ impl Dispatcher {
             // The answers are stored (failover below reads them) before this round ends; a
             // failed stamp is reported after them, so that requests already sent are not left
             // without their answers.
-            if !(all_queued && self.results.flush().await) {
+            if !self.results.flush().await {
                 return Err(StoreError::NotStored(
                     "the answers to run requests were not stored",
                 ));

@@ -77,16 +77,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound(what) => ApiError::not_found(what),
             StoreError::Conflict(m) => ApiError::conflict(m),
-            StoreError::Db(e) => {
+            e @ (StoreError::Db(_) | StoreError::NotStored(_)) => {
                 // Details stay in the server log; the client learns only that it was not its fault.
                 tracing::error!(error = %e, "database error");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error (database)",
-                )
-            }
-            StoreError::NotStored(m) => {
-                tracing::error!(error = m, "write not stored");
                 ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "internal error (database)",

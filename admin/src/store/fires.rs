@@ -163,6 +163,23 @@ macro_rules! refresh_in_tx {
     }};
 }
 
+/// Executes an `UPDATE` of [`Store::store_results`] that gives runs their result. Where the
+/// dialect has `RETURNING` it adds the runs it finished (run → fire) to `$applied`: the write
+/// lock is held from `BEGIN IMMEDIATE`, so the runs returned are those whose first result this
+/// is. (On MySQL they were read and locked before.)
+macro_rules! finish_runs {
+    ($tx:ident, $qb:expr, $returning:expr, $applied:expr) => {{
+        let mut qb = $qb;
+        if $returning {
+            qb.push(" RETURNING id, fire_id");
+            let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+            $applied.extend(rows);
+        } else {
+            qb.build().execute(&mut *$tx).await?;
+        }
+    }};
+}
+
 impl Store {
     /// Creates a fire and its runs in one transaction. When `sched_key` is set and a fire with the
     /// same key exists (another admin fired it), nothing is written and `None` is returned.
@@ -544,20 +561,14 @@ impl Store {
             // Answer and result of the same run: one write.
             for ((result, (address, code, msg)), rows) in &merged {
                 for chunk in rows.chunks(JOINED_CHUNK) {
-                    let mut qb = update_joined(dialect, "runs", chunk, |qb| {
+                    let qb = update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
                             .push(", trigger_msg = ").push_bind(*msg)
                             .push(", dispatched_at = v.column2, ");
                         finish(qb, result);
                     }, " AND +state IN ('triggering', 'running')");
-                    if returning {
-                        qb.push(" RETURNING id, fire_id");
-                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                        applied.extend(rows);
-                    } else {
-                        qb.build().execute(&mut *tx).await?;
-                    }
+                    finish_runs!(tx, qb, returning, applied);
                 }
             }
             for (result, ids) in &groups {
@@ -566,15 +577,7 @@ impl Store {
                     finish(&mut qb, result);
                     qb.push(" WHERE +state IN ('triggering', 'running')");
                     push_in(&mut qb, "id", chunk);
-                    if returning {
-                        // The write lock is held from `BEGIN IMMEDIATE`: the runs returned are
-                        // those whose first result this is.
-                        qb.push(" RETURNING id, fire_id");
-                        let rows: Vec<(i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                        applied.extend(rows);
-                    } else {
-                        qb.build().execute(&mut *tx).await?;
-                    }
+                    finish_runs!(tx, qb, returning, applied);
                 }
             }
             if returning {
