@@ -836,6 +836,7 @@ impl Dispatcher {
                         trigger_code: code,
                         trigger_msg: msg,
                         at: started_ms,
+                        fire_sent_at: sent_at,
                     });
                     (state, transport, took, started_ms)
                 }
@@ -868,19 +869,7 @@ impl Dispatcher {
                     idx.into_iter().zip(out).collect::<Vec<_>>()
                 }
             });
-            // The first round stamps its fires as the requests start going out: the write runs
-            // beside the sends, so the requests never wait for the database (a long write on
-            // the one SQLite writer held them up), and a slow lane does not hold the stamp back.
-            let stamp = async {
-                if round == 0 {
-                    let ids: Vec<i64> = works.iter().map(|w| w.fire_id).collect();
-                    self.store.mark_fires_dispatched(&ids, sent_at).await
-                } else {
-                    Ok(())
-                }
-            };
-            let (stamped, lanes) =
-                futures::future::join(stamp, futures::future::join_all(lanes)).await;
+            let lanes = futures::future::join_all(lanes).await;
             let mut results: Vec<Option<_>> = (0..pending.len()).map(|_| None).collect();
             for lane in lanes {
                 for (i, r) in lane {
@@ -915,15 +904,13 @@ impl Dispatcher {
                 }
             }
             self.count_slow(&slow);
-            // The answers are stored (failover below reads them) before this round ends; a
-            // failed stamp is reported after them, so that requests already sent are not left
-            // without their answers.
+            // The answers, with each fire's send time, are stored before this round ends:
+            // failover below reads them, and a later round keeps the first send time.
             if !self.results.flush().await {
                 return Err(StoreError::NotStored(
                     "the answers to run requests were not stored",
                 ));
             }
-            stamped?;
             if round == 0 {
                 // The fire row keeps the time its batch started going out; the metric records
                 // when each fire's first request left.

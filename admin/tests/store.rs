@@ -318,6 +318,22 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
             2,
             "{kind}"
         );
+        // An edit of the job: the prepared fire, not sent yet, is dropped with its runs only if
+        // it is planned at or after `unsent_from` (its last look at the job is still to come).
+        let (mine, mine_job) = fire[0];
+        assert_eq!(
+            s.cancel_scheduled(mine_job, t + 1_001).await.unwrap(),
+            0,
+            "{kind}"
+        );
+        assert!(s.get_fire(mine).await.unwrap().is_some(), "{kind}");
+        assert_eq!(
+            s.cancel_scheduled(mine_job, t + 1_000).await.unwrap(),
+            1,
+            "{kind}"
+        );
+        assert!(s.get_fire(mine).await.unwrap().is_none(), "{kind}");
+        assert!(s.runs_of_fires(&[mine]).await.unwrap().is_empty(), "{kind}");
     })
     .await;
 }
@@ -420,9 +436,9 @@ async fn fires_runs_and_callbacks() {
                 trigger_msg: format!("sent to {a}"),
                 at: 110,
                 fire_id: fire,
+                fire_sent_at: 105,
             })
             .collect();
-        s.mark_fires_dispatched(&[fire], 105).await.unwrap();
         s.store_results(&updates, &[], 112).await.unwrap();
         let sent = s.get_fire(fire).await.unwrap().unwrap();
         assert_eq!(
@@ -649,6 +665,7 @@ async fn an_answer_and_a_result_in_one_batch_are_written_together() {
             trigger_code: 200,
             trigger_msg: format!("accepted by {addr}"),
             at: 111,
+            fire_sent_at: 110,
         };
         // One fire of one run: its answer and result in the same batch.
         let (one, one_runs) = fire_of(1_000, vec![run(0, 1, "a")]).await;
@@ -660,9 +677,6 @@ async fn an_answer_and_a_result_in_one_batch_are_written_together() {
             .unwrap();
         // A fire whose one request was refused.
         let (three, three_runs) = fire_of(3_000, vec![run(0, 1, "c")]).await;
-        s.mark_fires_dispatched(&[one, two, three], 110)
-            .await
-            .unwrap();
 
         let (out, ended) = s
             .store_results(
@@ -759,9 +773,18 @@ async fn an_answer_and_a_result_in_one_batch_are_written_together() {
             "{kind}"
         );
         let f = s.get_fire(three).await.unwrap().unwrap();
-        assert_eq!(f.state, "triggering", "{kind}");
+        assert_eq!(
+            (f.state.as_str(), f.dispatched_at),
+            ("triggering", Some(110)),
+            "{kind}: a refused fire was sent all the same"
+        );
         // A later round of the same fire keeps the first send time.
-        s.mark_fires_dispatched(&[two], 130).await.unwrap();
+        let later = RunUpdate {
+            at: 131,
+            fire_sent_at: 130,
+            ..accepted(two_runs[1], two, "b")
+        };
+        s.store_results(&[later], &[], 135).await.unwrap();
         let f = s.get_fire(two).await.unwrap().unwrap();
         assert_eq!(f.dispatched_at, Some(110), "{kind}");
     })

@@ -36,6 +36,18 @@ pub struct RunUpdate {
     pub trigger_msg: String,
     /// When this run's request started.
     pub at: i64,
+    /// When the fire's requests started going out (its dispatch round): the fire row keeps the
+    /// first such time as its dispatch time.
+    pub fire_sent_at: i64,
+}
+
+/// A fire whose requests went out, as [`Store::store_results`] sees it.
+#[derive(Clone, Copy)]
+struct FireSend {
+    /// When its requests started going out (the earliest round in the batch).
+    at: i64,
+    /// Whether an executor accepted one of its runs.
+    accepted: bool,
 }
 
 /// What happened to one callback item.
@@ -86,14 +98,15 @@ pub struct RunFilter {
 /// and evaluates to the [`FireEnded`] of those that just became final. The fires are read with
 /// `$lock` (`FOR UPDATE` on MySQL; SQLite's transaction holds the write lock already).
 ///
-/// Every fire read is removed from `$seen` (a set the caller keeps of fires it would otherwise
-/// write again: this write, or the finding that nothing changed, covers them).
+/// `$sends` holds the fires whose requests just went out (fire → send time, whether an executor
+/// accepted a run): a fire this moves takes its send time in the same write and leaves the map;
+/// the caller writes the others.
 macro_rules! refresh_in_tx {
-    ($tx:ident, $ids:expr, $now:expr, $lock:expr, $seen:expr) => {{
+    ($tx:ident, $ids:expr, $now:expr, $lock:expr, $sends:expr) => {{
         let chunk: &[i64] = $ids;
         let now: i64 = $now;
         let lock: &str = $lock;
-        let seen: &mut HashSet<i64> = $seen;
+        let sends: &mut HashMap<i64, FireSend> = $sends;
         let mut current: Vec<(i64, i64, String)> = Vec::with_capacity(chunk.len());
         let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
             std::collections::HashMap::with_capacity(chunk.len());
@@ -132,15 +145,18 @@ macro_rules! refresh_in_tx {
         }
         // Only the writer that moves the fire out of an open state reports it as final;
         // claimed fires that were never started keep their own state.
-        let mut moves: BTreeMap<&'static str, Vec<i64>> = BTreeMap::new();
+        let mut moves: BTreeMap<(&'static str, Option<i64>), Vec<i64>> = BTreeMap::new();
         let mut changed = Vec::new();
         for (fire_id, job_id, old) in &current {
-            seen.remove(fire_id);
             let state = fire_state_of(by_fire.get(fire_id).map_or(&[][..], Vec::as_slice));
             if old == state.as_str() || old == "scheduled" || old == "skipped" {
                 continue;
             }
-            moves.entry(state.as_str()).or_default().push(*fire_id);
+            let sent_at = sends.remove(fire_id).map(|s| s.at);
+            moves
+                .entry((state.as_str(), sent_at))
+                .or_default()
+                .push(*fire_id);
             if matches!(state, FireState::Succeeded | FireState::Failed) {
                 changed.push(FireEnded {
                     fire_id: *fire_id,
@@ -149,13 +165,18 @@ macro_rules! refresh_in_tx {
                 });
             }
         }
-        for (state, ids) in &moves {
+        for ((state, sent_at), ids) in &moves {
             let finished = matches!(*state, "succeeded" | "failed");
             let mut qb = QueryBuilder::new("UPDATE fires SET state = ");
             qb.push_bind(*state)
                 .push(", finished_at = ")
-                .push_bind(if finished { Some(now) } else { None })
-                .push(" WHERE 1 = 1");
+                .push_bind(if finished { Some(now) } else { None });
+            if let Some(at) = sent_at {
+                qb.push(", dispatched_at = COALESCE(dispatched_at, ")
+                    .push_bind(*at)
+                    .push(")");
+            }
+            qb.push(" WHERE 1 = 1");
             push_in(&mut qb, "id", ids);
             qb.build().execute(&mut *$tx).await?;
         }
@@ -453,7 +474,8 @@ impl Store {
     /// and one fire write here instead of two each. An answer never overrides a final result (the
     /// callback may have come first); a failed dispatch is the run's end only if the run is still
     /// `triggering`. A fire with an accepted run becomes `running`; fires are not refreshed for a
-    /// failed dispatch, which the dispatcher fails over first.
+    /// failed dispatch, which the dispatcher fails over first. Each fire of `sent` takes its
+    /// send time (`dispatched_at`, kept from the first round) in the same write as its state.
     ///
     /// Alike results share one statement. On SQLite (`BEGIN IMMEDIATE`) the updates return the
     /// runs they finished; on MySQL the runs are read first, `FOR UPDATE` in id order, so what is
@@ -525,8 +547,17 @@ impl Store {
         }
         locked.sort_unstable();
         locked.dedup();
-        // Fires an executor accepted a run of: `running`, unless the refresh below writes them.
-        let mut accepted_fires: HashSet<i64> = accepted.values().map(|u| u.fire_id).collect();
+        // The fires whose requests went out: they take their send time (and `running` if an
+        // executor accepted a run), in the refresh below if it moves them, else after it.
+        let mut sends: HashMap<i64, FireSend> = HashMap::new();
+        for u in sent {
+            let e = sends.entry(u.fire_id).or_insert(FireSend {
+                at: u.fire_sent_at,
+                accepted: false,
+            });
+            e.at = e.at.min(u.fire_sent_at);
+            e.accepted |= u.state == RunState::Running;
+        }
         let outcomes = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             // The runs whose result is applied now (run → fire), and the other runs that exist.
@@ -649,14 +680,29 @@ impl Store {
             fires.sort_unstable();
             fires.dedup();
             for chunk in fires.chunks(500) {
-                ended.extend(refresh_in_tx!(tx, chunk, now, lock, &mut accepted_fires));
+                ended.extend(refresh_in_tx!(tx, chunk, now, lock, &mut sends));
             }
-            let mut running: Vec<i64> = accepted_fires.into_iter().collect();
-            running.sort_unstable();
-            for chunk in running.chunks(500) {
-                let mut qb = QueryBuilder::new("UPDATE fires SET state = 'running' WHERE state = 'triggering'");
-                push_in(&mut qb, "id", chunk);
-                qb.build().execute(&mut *tx).await?;
+            // By send time (one or two rounds per batch) and whether a run was accepted; the
+            // send time is the first one, kept if a later round (a failover) comes.
+            let mut rest: BTreeMap<(i64, bool), Vec<i64>> = BTreeMap::new();
+            for (fire_id, send) in &sends {
+                rest.entry((send.at, send.accepted)).or_default().push(*fire_id);
+            }
+            for ((at, accepted), mut ids) in rest {
+                ids.sort_unstable();
+                for chunk in ids.chunks(500) {
+                    let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = COALESCE(dispatched_at, ");
+                    qb.push_bind(at).push(")");
+                    // A fire may be `running` already without a send time: a result of its run
+                    // came in a batch before the answer.
+                    if accepted {
+                        qb.push(", state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END WHERE (state = 'triggering' OR dispatched_at IS NULL)");
+                    } else {
+                        qb.push(" WHERE dispatched_at IS NULL");
+                    }
+                    push_in(&mut qb, "id", chunk);
+                    qb.build().execute(&mut *tx).await?;
+                }
             }
             tx.commit().await?;
             (out, ended)
@@ -714,29 +760,13 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let changed = refresh_in_tx!(tx, chunk, now, lock, &mut HashSet::new());
+                let changed = refresh_in_tx!(tx, chunk, now, lock, &mut HashMap::new());
                 tx.commit().await?;
                 changed
             });
             finals.extend(changed);
         }
         Ok(finals)
-    }
-
-    /// Records that fires' requests start going out now. Written beside the sends, before any
-    /// answer: from here on the fire counts as sent, so an edit of its job no longer takes it
-    /// back ([`Store::cancel_scheduled`]). Its state moves with the answers
-    /// ([`Store::store_results`]).
-    pub async fn mark_fires_dispatched(&self, fire_ids: &[i64], at: i64) -> StoreResult<()> {
-        for chunk in fire_ids.chunks(500) {
-            with_pool!(self, pool => {
-                let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = ");
-                qb.push_bind(at).push(" WHERE dispatched_at IS NULL");
-                push_in(&mut qb, "id", chunk);
-                qb.build().execute(pool).await?;
-            });
-        }
-        Ok(())
     }
 
     pub async fn set_fire_message(&self, fire_id: i64, msg: &str) -> StoreResult<()> {

@@ -277,14 +277,15 @@ impl Store {
 
     /// Takes back prepared fires (started, runs stored, nothing sent yet) whose job changed after
     /// they were prepared: their runs go and they are `scheduled` again, to be dispatched with the
-    /// job as it is now. Returns the ids taken back.
+    /// job as it is now. Returns the ids taken back. Only the owner calls this, for fires it took
+    /// out of a send, so none of them went out.
     pub async fn unprepare_fires(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
         let mut back = Vec::with_capacity(fire_ids.len());
         for chunk in fire_ids.chunks(500) {
             let begin = self.begin_write();
             let ids: Vec<i64> = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE +state = 'triggering' AND dispatched_at IS NULL AND owner = ");
+                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE +state = 'triggering' AND owner = ");
                 sel.push_bind(node);
                 super::fires::push_in(&mut sel, "id", chunk);
                 let ids: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
@@ -345,14 +346,17 @@ impl Store {
     }
 
     /// Drops the not yet dispatched fires of a job (it was edited, stopped or deleted): those
-    /// claimed, and those the scheduler already prepared (runs stored, nothing sent yet) with
-    /// their runs.
-    pub async fn cancel_scheduled(&self, job_id: i64) -> StoreResult<u64> {
+    /// claimed, and those the scheduler prepared (runs stored) for `unsent_from` or later, with
+    /// their runs. A prepared fire is sent at its planned time after a last look at its job
+    /// ([`crate::scheduler::CHECK_AHEAD_MS`] before): one planned earlier than `unsent_from` may
+    /// have passed that look and be going out, so it is left to the look (which takes it back
+    /// if it saw this change) or to its send.
+    pub async fn cancel_scheduled(&self, job_id: i64, unsent_from: i64) -> StoreResult<u64> {
         let begin = self.begin_write();
         let n = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at IS NULL AND owner <> ''))")
-                .bind(job_id).fetch_all(&mut *tx).await?;
+            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at IS NULL AND owner <> '' AND planned_at >= ?))")
+                .bind(job_id).bind(unsent_from).fetch_all(&mut *tx).await?;
             if !ids.is_empty() {
                 let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
                 super::fires::push_in(&mut del, "fire_id", &ids);

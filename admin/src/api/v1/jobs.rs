@@ -494,7 +494,7 @@ async fn update(
     st.store.update_job(&job, now).await?;
     if job.next_fire_at != current.next_fire_at || job.enabled != current.enabled {
         // Fires already claimed for the old schedule must not happen any more.
-        st.store.cancel_scheduled(id).await?;
+        cancel_unsent(&st, id).await?;
         st.dispatcher.notify_schedule_changed();
     }
     if glue_changed {
@@ -505,6 +505,13 @@ async fn update(
     Ok(Json(view(st.store.get_job(id).await?)))
 }
 
+/// Drops the job's fires not yet sent: the claimed ones, and the prepared ones whose last look
+/// at the job is still to come (see [`crate::store::Store::cancel_scheduled`]).
+async fn cancel_unsent(st: &AppState, id: i64) -> Result<u64, crate::store::StoreError> {
+    let unsent_from = now_ms() + crate::scheduler::CHECK_AHEAD_MS + 1;
+    st.store.cancel_scheduled(id, unsent_from).await
+}
+
 async fn remove(
     State(st): State<AppState>,
     caller: Caller,
@@ -512,7 +519,7 @@ async fn remove(
 ) -> Result<StatusCode, ApiError> {
     load(&st, &caller, id).await?;
     st.store.delete_job(id).await?;
-    st.store.cancel_scheduled(id).await?;
+    cancel_unsent(&st, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -533,7 +540,7 @@ async fn start(
     if next.is_none() {
         return Err(ApiError::bad_request("this schedule never fires again"));
     }
-    st.store.cancel_scheduled(id).await?;
+    cancel_unsent(&st, id).await?;
     st.store.set_job_enabled(id, true, next, now_ms()).await?;
     st.dispatcher.notify_schedule_changed();
     Ok(Json(view(st.store.get_job(id).await?)))
@@ -546,7 +553,7 @@ async fn stop(
 ) -> Result<Json<JobView>, ApiError> {
     load(&st, &caller, id).await?;
     st.store.set_job_enabled(id, false, None, now_ms()).await?;
-    st.store.cancel_scheduled(id).await?;
+    cancel_unsent(&st, id).await?;
     Ok(Json(view(st.store.get_job(id).await?)))
 }
 
