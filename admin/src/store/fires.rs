@@ -290,7 +290,8 @@ impl Store {
         // Only the new ids are needed, by fire and item (each fire is new, so an item has one
         // run): the rest of each run is what was just written, and reading whole rows back copied
         // 22 columns per run. They come with the insert where the database can return them.
-        let returning = self.dialect().has_returning();
+        let update_returning = self.dialect().update_returning();
+        let insert_returning = self.insert_returning();
         let mut ids: std::collections::HashMap<(i64, i64), i64> = std::collections::HashMap::new();
         let begin = self.begin_write();
         let (started, rows) = with_pool!(self, pool => {
@@ -309,7 +310,7 @@ impl Store {
                     };
                     // A fire another admin took over has its owner changed, so only ours match.
                     const OWNED: &str = " WHERE +state = 'scheduled' AND owner = ";
-                    if returning {
+                    if update_returning {
                         upd.push(OWNED).push_bind(node);
                         push_in(&mut upd, "id", chunk);
                         upd.push(" RETURNING id");
@@ -338,7 +339,7 @@ impl Store {
                 .collect();
             for chunk in rows.chunks(500) {
                 let mut qb = runs_insert_rows(chunk, now);
-                if returning {
+                if insert_returning {
                     qb.push(" RETURNING id, fire_id, shard_index");
                     let got: Vec<(i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
                     ids.extend(got.into_iter().map(|(id, fire, item)| ((fire, item), id)));
@@ -349,7 +350,7 @@ impl Store {
             tx.commit().await?;
             (started, rows)
         });
-        if !returning {
+        if !insert_returning {
             let fire_ids: Vec<i64> = started.iter().copied().collect();
             for chunk in fire_ids.chunks(500) {
                 let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
@@ -494,7 +495,7 @@ impl Store {
             super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
             super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
         };
-        let returning = dialect.has_returning();
+        let returning = dialect.update_returning();
         let accepted: HashMap<i64, &RunUpdate> = sent
             .iter()
             .filter(|u| u.state == RunState::Running)

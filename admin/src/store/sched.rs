@@ -42,7 +42,8 @@ pub struct OpenRun {
     pub dispatched_at: Option<i64>,
 }
 
-/// A fire this admin owns and must dispatch at `planned_at`, as read by [`CLAIMED_COLS`].
+/// A fire this admin owns and must dispatch at `planned_at`, as read by [`CLAIMED_COLS`] (or
+/// returned by the claim's insert, in the same order).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct ClaimedFire {
     pub fire_id: i64,
@@ -142,7 +143,7 @@ impl Store {
         );
         let begin = self.begin_write();
         let dialect = self.dialect();
-        let returning = dialect.has_returning();
+        let returning = self.insert_returning();
         let (due, mut claimed, keys) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let jobs: Vec<Job> = sqlx::query_as::<_, DueJob>(&select)
@@ -188,8 +189,13 @@ impl Store {
                         .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(*stamp);
                 });
                 if returning {
-                    qb.push(format_args!(" RETURNING {CLAIMED_COLS}"));
-                    claimed.extend(qb.build_query_as::<ClaimedFire>().fetch_all(&mut *tx).await?);
+                    // Read by position: MariaDB's prepared `RETURNING` names its columns
+                    // without their aliases.
+                    qb.push(" RETURNING id, job_id, planned_at, trigger_type, created_at");
+                    let rows: Vec<(i64, i64, i64, String, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    claimed.extend(rows.into_iter().map(|(fire_id, job_id, planned_at, trigger_type, claimed_at)| {
+                        ClaimedFire { fire_id, job_id, planned_at, trigger_type, claimed_at }
+                    }));
                 } else {
                     qb.build().execute(&mut *tx).await.map(Done::from)?;
                 }
