@@ -42,9 +42,9 @@ pub struct OpenRun {
     pub dispatched_at: Option<i64>,
 }
 
-/// A fire this admin owns and must dispatch at `planned_at`, as read by [`CLAIMED_COLS`] (or
-/// returned by the claim's insert, in the same order).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+/// A fire this admin owns and must dispatch at `planned_at`, as read (or returned by the
+/// claim's insert) by [`CLAIMED_COLS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedFire {
     pub fire_id: i64,
     pub job_id: i64,
@@ -55,9 +55,27 @@ pub struct ClaimedFire {
     pub claimed_at: i64,
 }
 
-/// The columns of a `fires` row read as a [`ClaimedFire`].
-const CLAIMED_COLS: &str =
-    "id AS fire_id, job_id, planned_at, trigger_type, created_at AS claimed_at";
+/// The columns of a `fires` row read as a [`ClaimedFire`], in its fields' order.
+const CLAIMED_COLS: &str = "id, job_id, planned_at, trigger_type, created_at";
+
+/// Read by position, not by name: the rows of MariaDB's prepared `INSERT … RETURNING` carry no
+/// column names sqlx can find (`ColumnNotFound`).
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for ClaimedFire
+where
+    usize: sqlx::ColumnIndex<R>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        Ok(ClaimedFire {
+            fire_id: row.try_get(0)?,
+            job_id: row.try_get(1)?,
+            planned_at: row.try_get(2)?,
+            trigger_type: row.try_get(3)?,
+            claimed_at: row.try_get(4)?,
+        })
+    }
+}
 
 /// A job's schedule after a claim, as bound to [`update_joined`]: id, the `next_fire_at` the plan
 /// started from (compare-and-set: an edit meanwhile wins), the new `next_fire_at`, the new
@@ -189,13 +207,8 @@ impl Store {
                         .push_bind(*planned + lease_ms).push_bind(0i64).push_bind(0i64).push_bind(*stamp);
                 });
                 if returning {
-                    // Read by position: MariaDB's prepared `RETURNING` names its columns
-                    // without their aliases.
-                    qb.push(" RETURNING id, job_id, planned_at, trigger_type, created_at");
-                    let rows: Vec<(i64, i64, i64, String, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                    claimed.extend(rows.into_iter().map(|(fire_id, job_id, planned_at, trigger_type, claimed_at)| {
-                        ClaimedFire { fire_id, job_id, planned_at, trigger_type, claimed_at }
-                    }));
+                    qb.push(format_args!(" RETURNING {CLAIMED_COLS}"));
+                    claimed.extend(qb.build_query_as::<ClaimedFire>().fetch_all(&mut *tx).await?);
                 } else {
                     qb.build().execute(&mut *tx).await.map(Done::from)?;
                 }
