@@ -170,6 +170,57 @@ async fn cron_fires_on_time_and_rates_keep_spacing() {
     db.cleanup().await;
 }
 
+/// A job is claimed again only when its next fire is near (2.5 s), and then for every fire up to
+/// the look-ahead (5 s): a job firing every second gets its fires a few at a time, with no gap
+/// and none twice, instead of its row being locked and rewritten on every pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_is_claimed_for_several_fires_at_once() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "claim-app").await;
+    let calls: Calls = Arc::default();
+    let e = executor("claim-app", &admin, "e1", &calls).await;
+    admin.wait_executors(gid, 1).await;
+    let job = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "every-second", "handler": "record",
+            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(9_000)).await;
+    // Read while the job runs: the fires claimed ahead are still there, so every claim's fires
+    // are complete. The fires of one claim share its time (`created_at`).
+    let all = fires(&admin, job).await;
+    let planned: Vec<i64> = all
+        .iter()
+        .map(|f| f["planned_at"].as_i64().unwrap())
+        .collect();
+    for pair in planned.windows(2) {
+        assert_eq!(pair[1] - pair[0], 1000, "fires planned {planned:?}");
+    }
+    let mut claims: Vec<(i64, usize)> = Vec::new();
+    for f in &all {
+        let at = f["created_at"].as_i64().unwrap();
+        match claims.last_mut() {
+            Some((t, n)) if *t == at => *n += 1,
+            _ => claims.push((at, 1)),
+        }
+    }
+    // The first claim takes the whole look-ahead; each later one at least two fires.
+    assert!(claims.len() >= 3, "claims (time, fires): {claims:?}");
+    assert!(
+        claims[1..].iter().all(|(_, n)| *n >= 2),
+        "claims (time, fires): {claims:?}"
+    );
+    stop_jobs(&admin, &[job]).await;
+    e.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn misfire_policies_after_downtime() {
     let db = TestDb::sqlite();
