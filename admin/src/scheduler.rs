@@ -27,8 +27,8 @@ use crate::trigger::Dispatcher;
 pub const LOOKAHEAD_MS: i64 = 5_000;
 /// A job is claimed once its next fire is due within this time, and then gets every fire up to
 /// [`LOOKAHEAD_MS`]: a job firing every second is claimed (its row locked and rewritten) about
-/// every 2.5 s for 2–3 fires, not on every pass for one. On MariaDB at 10 000 fires a second the
-/// jobs' advance was a sixth of the server's work per fire.
+/// every 2.5 s for 2–3 fires, not on every pass for one. On MariaDB the jobs' advance was about a
+/// tenth of the server's work per fire.
 const CLAIM_WITHIN_MS: i64 = 2_500;
 /// How long after its planned time a claimed fire stays with its owner before another admin may
 /// take it over.
