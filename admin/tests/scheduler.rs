@@ -70,6 +70,19 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[idx]
 }
 
+/// A job of the `record` handler firing every whole second.
+async fn every_second(admin: &TestAdmin, gid: i64, name: &str) -> i64 {
+    admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": name, "handler": "record",
+            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap()
+}
+
 /// Stops the jobs, then waits for their fires already on their way: a fire due within the
 /// stop's last moment still goes out (its last look at the job came first), and its send time
 /// and result are stored with its answers, in 10 ms batches.
@@ -89,15 +102,7 @@ async fn cron_fires_on_time_and_rates_keep_spacing() {
     let e = executor("sched-app", &admin, "e1", &calls).await;
     admin.wait_executors(gid, 1).await;
 
-    let cron = admin
-        .post(
-            "/jobs",
-            json!({"group_id": gid, "name": "every-second", "handler": "record",
-            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
-        )
-        .await["id"]
-        .as_i64()
-        .unwrap();
+    let cron = every_second(&admin, gid, "every-second").await;
     let rate = admin
         .post(
             "/jobs",
@@ -181,15 +186,7 @@ async fn a_job_is_claimed_for_several_fires_at_once() {
     let calls: Calls = Arc::default();
     let e = executor("claim-app", &admin, "e1", &calls).await;
     admin.wait_executors(gid, 1).await;
-    let job = admin
-        .post(
-            "/jobs",
-            json!({"group_id": gid, "name": "every-second", "handler": "record",
-            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
-        )
-        .await["id"]
-        .as_i64()
-        .unwrap();
+    let job = every_second(&admin, gid, "every-second").await;
     tokio::time::sleep(Duration::from_millis(9_000)).await;
     // Read while the job runs: the fires claimed ahead are still there, so every claim's fires
     // are complete. The fires of one claim share its time (`created_at`).
@@ -621,27 +618,9 @@ async fn a_dead_executor_does_not_delay_other_jobs() {
     admin.wait_executors(gid, 1).await;
     let mut stuck = Vec::new();
     for i in 0..5 {
-        stuck.push(
-            admin
-                .post(
-                    "/jobs",
-                    json!({"group_id": dead, "name": format!("stuck-{i}"), "handler": "record",
-                    "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
-                )
-                .await["id"]
-                .as_i64()
-                .unwrap(),
-        );
+        stuck.push(every_second(&admin, dead, &format!("stuck-{i}")).await);
     }
-    let live = admin
-        .post(
-            "/jobs",
-            json!({"group_id": gid, "name": "live", "handler": "record",
-            "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true}),
-        )
-        .await["id"]
-        .as_i64()
-        .unwrap();
+    let live = every_second(&admin, gid, "live").await;
     tokio::time::sleep(Duration::from_millis(6_500)).await;
     let all: Vec<i64> = stuck.iter().copied().chain([live]).collect();
     stop_jobs(&admin, &all).await;
