@@ -194,7 +194,7 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     let doubled = rows.iter().filter(|r| r.2 != 1 || r.3 > 1).count();
     let without_run = rows.iter().filter(|r| r.3 == 0).count();
     let lateness: Vec<i64> = sqlx::query_scalar(
-        "SELECT CAST(dispatched_at - planned_at AS SIGNED) FROM fires WHERE planned_at >= ? AND planned_at <= ? AND dispatched_at IS NOT NULL ORDER BY 1",
+        "SELECT CAST(dispatched_at - planned_at AS SIGNED) FROM fires WHERE planned_at >= ? AND planned_at <= ? AND dispatched_at > 0 ORDER BY 1",
     )
     .bind(from)
     .bind(to)

@@ -849,3 +849,103 @@ async fn users_tokens_checkpoints_reports() {
     })
     .await;
 }
+
+/// A database made before send and finish times were stored as 0 until set (migration 4):
+/// migrating it keeps every fire's and run's times, "not yet" stays `None`, and ids are not
+/// reused (the tables are rebuilt on SQLite, whose AUTOINCREMENT counters must be carried over).
+#[tokio::test]
+async fn migrating_times_to_zero_keeps_rows_and_ids() {
+    let rows = [
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 'CRON', 1000, '1:1000', '', 'triggering', '', 900, NULL, NULL)",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, created_at, dispatched_at, finished_at) VALUES (2, 1, 1, 'CRON', 2000, '1:2000', '', 'succeeded', '', 1900, 2001, 2050)",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, params, state, message, created_at) VALUES (3, 1, 1, 'MANUAL', 3000, '', 'failed', '', 3000)",
+        "DELETE FROM fires WHERE id = 3",
+        "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 1, 0, 1, '', 'triggering', '', '', 900, 900, NULL, NULL)",
+        "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at, dispatched_at, finished_at) VALUES (2, 2, 1, 1, 0, 1, '', 'succeeded', '', '', 1900, 1900, 2001, 2049)",
+        "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at) VALUES (3, 2, 1, 1, 1, 2, '', 'failed', '', '', 1900, 1900)",
+        "DELETE FROM runs WHERE id = 3",
+    ];
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        // The schema as it was: the migrations before the fourth, from a copy of their folder.
+        let old = tempfile::tempdir().unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../migrations")
+            .join(kind);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if name.as_str() < "0004" {
+                std::fs::copy(&path, old.path().join(name)).unwrap();
+            }
+        }
+        let migrator = sqlx::migrate::Migrator::new(old.path()).await.unwrap();
+        if kind == "mysql" {
+            let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+            migrator.run(&pool).await.unwrap();
+            for sql in rows {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        } else {
+            let opts: sqlx::sqlite::SqliteConnectOptions = db.url.parse().unwrap();
+            let pool = sqlx::SqlitePool::connect_with(opts.create_if_missing(true))
+                .await
+                .unwrap();
+            migrator.run(&pool).await.unwrap();
+            for sql in rows {
+                sqlx::query(sql).execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+
+        let s = Store::connect(&db.url).await.expect("migrates");
+        let fires = s.get_fires(&[1, 2]).await.unwrap();
+        let times: Vec<_> = fires
+            .iter()
+            .map(|f| (f.id, f.state.as_str(), f.dispatched_at, f.finished_at))
+            .collect();
+        assert_eq!(
+            times,
+            [
+                (1, "triggering", None, None),
+                (2, "succeeded", Some(2001), Some(2050))
+            ],
+            "{kind}"
+        );
+        let runs = s.runs_by_ids(&[1, 2]).await.unwrap();
+        let times: Vec<_> = runs
+            .iter()
+            .map(|r| (r.id, r.state.as_str(), r.dispatched_at, r.finished_at))
+            .collect();
+        assert_eq!(
+            times,
+            [
+                (1, "triggering", None, None),
+                (2, "succeeded", Some(2001), Some(2049))
+            ],
+            "{kind}"
+        );
+        // The deleted last rows' ids stay used.
+        let (fire, runs) = s
+            .create_fire(
+                1,
+                1,
+                "MANUAL",
+                4000,
+                None,
+                "",
+                None,
+                &[run(0, 1, "a")],
+                4000,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((fire, runs), (4, vec![4]), "{kind}");
+        let new = s.get_fire(fire).await.unwrap().unwrap();
+        assert_eq!((new.dispatched_at, new.finished_at), (None, None), "{kind}");
+        s.close().await;
+        db.cleanup().await;
+    }
+}

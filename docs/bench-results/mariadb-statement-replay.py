@@ -74,7 +74,7 @@ def phases(first_id, n, t0):
         out.setdefault("start: read runs back (MySQL only)", []).append(
             f"SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0 AND fire_id IN ({idl});")
         out.setdefault("send stamp (removed)", []).append(
-            f"UPDATE fires SET dispatched_at = {t0 + 5} WHERE dispatched_at IS NULL "
+            f"UPDATE fires SET dispatched_at = {t0 + 5} WHERE dispatched_at = 0 "
             f"AND id IN ({idl});")
         writer = ["BEGIN;", f"SELECT id, fire_id, state FROM runs WHERE 1 = 1 AND id IN ({idl}) "
                   "FOR UPDATE;"]
@@ -92,7 +92,7 @@ def phases(first_id, n, t0):
             f"SELECT id, job_id, state FROM fires WHERE 1 = 1 AND id IN ({idl}) FOR UPDATE; "
             "SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0 "
             f"AND fire_id IN ({idl}) GROUP BY fire_id, state; UPDATE fires SET state = "
-            f"'succeeded', finished_at = {t0 + 9}, dispatched_at = COALESCE(dispatched_at, "
+            f"'succeeded', finished_at = {t0 + 9}, dispatched_at = COALESCE(NULLIF(dispatched_at, 0), "
             f"{t0 + 5}) WHERE 1 = 1 AND id IN ({idl}); COMMIT;")
         out.setdefault("results writer", []).append(" ".join(writer))
     return out

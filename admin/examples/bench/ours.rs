@@ -502,7 +502,7 @@ pub async fn steady(
 
     let rows = reader
         .pairs(
-            "SELECT planned_at, dispatched_at FROM fires WHERE planned_at >= ? AND planned_at < ?",
+            "SELECT planned_at, NULLIF(dispatched_at, 0) FROM fires WHERE planned_at >= ? AND planned_at < ?",
             &[start, end],
         )
         .await?;

@@ -9,8 +9,10 @@ use super::{
 };
 use crate::model::{Fire, FireState, Run, RunState};
 
-const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, dispatched_at, finished_at";
-pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, dispatched_at, finished_at, retry_at";
+// Send and finish times are stored as 0 until they happen (so that setting them rewrites a MySQL
+// row in place; migrations/mysql/0004_times_in_place.sql) and read as `None` then.
+const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
+pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at";
 
 /// A run to create (the fire id is filled in by the store).
 #[derive(Debug, Clone, PartialEq)]
@@ -170,9 +172,9 @@ macro_rules! refresh_in_tx {
             let mut qb = QueryBuilder::new("UPDATE fires SET state = ");
             qb.push_bind(*state)
                 .push(", finished_at = ")
-                .push_bind(if finished { Some(now) } else { None });
+                .push_bind(if finished { now } else { 0 });
             if let Some(at) = sent_at {
-                qb.push(", dispatched_at = COALESCE(dispatched_at, ")
+                qb.push(", dispatched_at = COALESCE(NULLIF(dispatched_at, 0), ")
                     .push_bind(*at)
                     .push(")");
             }
@@ -456,7 +458,7 @@ impl Store {
                 ids.push(res.insert_id());
             }
             if !ids.is_empty() {
-                sqlx::query("UPDATE fires SET state = ?, finished_at = NULL WHERE id = ?")
+                sqlx::query("UPDATE fires SET state = ?, finished_at = 0 WHERE id = ?")
                     .bind(FireState::Running.as_str()).bind(fire.id).execute(&mut *tx).await?;
             }
             tx.commit().await?;
@@ -692,14 +694,14 @@ impl Store {
             for ((at, accepted), mut ids) in rest {
                 ids.sort_unstable();
                 for chunk in ids.chunks(500) {
-                    let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = COALESCE(dispatched_at, ");
+                    let mut qb = QueryBuilder::new("UPDATE fires SET dispatched_at = COALESCE(NULLIF(dispatched_at, 0), ");
                     qb.push_bind(at).push(")");
                     // A fire may be `running` already without a send time: a result of its run
                     // came in a batch before the answer.
                     if accepted {
-                        qb.push(", state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END WHERE (state = 'triggering' OR dispatched_at IS NULL)");
+                        qb.push(", state = CASE WHEN state = 'triggering' THEN 'running' ELSE state END WHERE (state = 'triggering' OR dispatched_at = 0)");
                     } else {
-                        qb.push(" WHERE dispatched_at IS NULL");
+                        qb.push(" WHERE dispatched_at = 0");
                     }
                     push_in(&mut qb, "id", chunk);
                     qb.build().execute(&mut *tx).await?;

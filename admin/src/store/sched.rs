@@ -374,7 +374,7 @@ impl Store {
         let begin = self.begin_write();
         let n = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
-            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at IS NULL AND owner <> '' AND planned_at >= ?))")
+            let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM fires WHERE job_id = ? AND (state = 'scheduled' OR (state = 'triggering' AND dispatched_at = 0 AND owner <> '' AND planned_at >= ?))")
                 .bind(job_id).bind(unsent_from).fetch_all(&mut *tx).await?;
             if !ids.is_empty() {
                 let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
@@ -425,7 +425,7 @@ impl Store {
             for (run_id, at) in runs {
                 sqlx::query("UPDATE runs SET retry_at = ? WHERE id = ?").bind(*at).bind(*run_id).execute(&mut *tx).await.map(Done::from)?;
             }
-            sqlx::query("UPDATE fires SET state = 'running', finished_at = NULL, message = ? WHERE id = ?")
+            sqlx::query("UPDATE fires SET state = 'running', finished_at = 0, message = ? WHERE id = ?")
                 .bind(message).bind(fire_id).execute(&mut *tx).await.map(Done::from)?;
             tx.commit().await?;
         });
@@ -454,7 +454,7 @@ impl Store {
             Dialect::MySql => " FORCE INDEX (idx_runs_state)",
             Dialect::Sqlite => "",
         };
-        let sql = format!("SELECT id, fire_id, job_id, group_id, executor_address, created_at, dispatched_at FROM runs{hint} WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) ORDER BY id LIMIT ?");
+        let sql = format!("SELECT id, fire_id, job_id, group_id, executor_address, created_at, NULLIF(dispatched_at, 0) AS dispatched_at FROM runs{hint} WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) ORDER BY id LIMIT ?");
         Ok(
             with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
             .bind(unsent_before).bind(limit).fetch_all(pool).await)?,

@@ -3,11 +3,9 @@
 
 use sqlx::QueryBuilder;
 
-use super::fires::push_in;
+use super::fires::{push_in, RUN_COLS};
 use super::{with_pool, Done, Store, StoreResult};
 use crate::model::Run;
-
-const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, dispatched_at, finished_at, retry_at";
 
 /// A console login. Only the SHA-256 of the cookie value is stored, so a copy of the database
 /// does not let anyone log in.
