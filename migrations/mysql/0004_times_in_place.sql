@@ -2,8 +2,9 @@
 -- are CHAR(16). InnoDB updates a row in place only when no column changes its stored size; a NULL
 -- takes no space and a VARCHAR takes its length, so every start, send and finish of a fire or
 -- run (setting a NULL time, `scheduled` → `triggering` → `succeeded`) had InnoDB delete and
--- re-insert the record. In place, the results writer's server CPU per 1 000 fires fell by about
--- a third (docs/benchmarks.md, twelfth round). The store reads 0 back as "not yet" (NULLIF).
+-- re-insert the record. In place, the server's CPU per 1 000 fires fell by a fifth in the
+-- results writer and by 14 % end to end at 1 000 runs a second (docs/benchmarks.md, twelfth
+-- round). The store reads 0 back as "not yet" (NULLIF).
 UPDATE fires SET dispatched_at = 0 WHERE dispatched_at IS NULL;
 UPDATE fires SET finished_at = 0 WHERE finished_at IS NULL;
 UPDATE runs SET dispatched_at = 0 WHERE dispatched_at IS NULL;
