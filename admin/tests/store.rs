@@ -901,29 +901,24 @@ async fn migrating_times_to_zero_keeps_rows_and_ids() {
 
         let s = Store::connect(&db.url).await.expect("migrates");
         let fires = s.get_fires(&[1, 2]).await.unwrap();
-        let times: Vec<_> = fires
+        let runs = s.runs_by_ids(&[1, 2]).await.unwrap();
+        let fire_times: Vec<_> = fires
             .iter()
             .map(|f| (f.id, f.state.as_str(), f.dispatched_at, f.finished_at))
             .collect();
-        assert_eq!(
-            times,
-            [
-                (1, "triggering", None, None),
-                (2, "succeeded", Some(2001), Some(2050))
-            ],
-            "{kind}"
-        );
-        let runs = s.runs_by_ids(&[1, 2]).await.unwrap();
-        let times: Vec<_> = runs
+        let run_times: Vec<_> = runs
             .iter()
             .map(|r| (r.id, r.state.as_str(), r.dispatched_at, r.finished_at))
             .collect();
-        assert_eq!(
-            times,
-            [
+        let expected = |finished| {
+            vec![
                 (1, "triggering", None, None),
-                (2, "succeeded", Some(2001), Some(2049))
-            ],
+                (2, "succeeded", Some(2001), Some(finished)),
+            ]
+        };
+        assert_eq!(
+            (fire_times, run_times),
+            (expected(2050), expected(2049)),
             "{kind}"
         );
         // The deleted last rows' ids stay used.
