@@ -5,10 +5,10 @@
 -- re-insert the record. In place, the server's CPU per 1 000 fires fell by a fifth in the
 -- results writer and by 14 % end to end at 1 000 runs a second (docs/benchmarks.md, twelfth
 -- round). The store reads 0 back as "not yet" (NULLIF).
-UPDATE fires SET dispatched_at = 0 WHERE dispatched_at IS NULL;
-UPDATE fires SET finished_at = 0 WHERE finished_at IS NULL;
-UPDATE runs SET dispatched_at = 0 WHERE dispatched_at IS NULL;
-UPDATE runs SET finished_at = 0 WHERE finished_at IS NULL;
+UPDATE fires SET dispatched_at = COALESCE(dispatched_at, 0), finished_at = COALESCE(finished_at, 0)
+    WHERE dispatched_at IS NULL OR finished_at IS NULL;
+UPDATE runs SET dispatched_at = COALESCE(dispatched_at, 0), finished_at = COALESCE(finished_at, 0)
+    WHERE dispatched_at IS NULL OR finished_at IS NULL;
 ALTER TABLE fires
     MODIFY state         CHAR(16) NOT NULL,
     MODIFY dispatched_at BIGINT   NOT NULL DEFAULT 0,
