@@ -298,6 +298,7 @@ pub struct Fire {
     pub total_items: i64,
     pub message: String,
     pub owner: String,
+    /// The owner's lease on a `scheduled` fire (epoch ms); 0 once the fire left `scheduled`.
     pub claim_expires_at: i64,
     pub parent_fire_id: Option<i64>,
     pub children_done: i64,

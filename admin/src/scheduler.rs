@@ -612,7 +612,7 @@ impl Scheduler {
             return;
         }
         let ids: Vec<i64> = stale.iter().map(|s| s.0).collect();
-        match self.store.unprepare_fires(&ids, &self.node).await {
+        match self.store.unprepare_fires(&ids, &self.node, LEASE_MS).await {
             Ok(back) => {
                 let back: std::collections::HashSet<i64> = back.into_iter().collect();
                 let again: Vec<((i64, i64), Due)> = stale

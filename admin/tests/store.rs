@@ -3,7 +3,7 @@
 mod common;
 
 use common::TestDb;
-use shardline_admin::model::{Job, RunState};
+use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
     Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, JobPlan, NewRun, PlannedFire,
     RunFilter, RunUpdate, Store, StoreError,
@@ -348,6 +348,98 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
         );
         assert!(s.get_fire(mine).await.unwrap().is_none(), "{kind}");
         assert!(s.runs_of_fires(&[mine]).await.unwrap().is_empty(), "{kind}");
+    })
+    .await;
+}
+
+/// A fire holds its claim's lease only while it is `scheduled`: the start (alone or with the
+/// runs) and a skip set it to 0, so the takeover, which looks fires up by lease, finds only the
+/// scheduled fires whose owner stopped renewing; a fire taken back to `scheduled` gets its lease
+/// again and can be taken over like any other.
+#[tokio::test]
+async fn a_lease_is_held_only_while_scheduled() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-lease"), 1).await.unwrap();
+        let (t, lease) = (5_000, 3_000);
+        let mut fires = Vec::new();
+        for name in ["started", "prepared", "skipped", "waiting"] {
+            let j = due_job(&s, g, name, t + 1_000, t).await;
+            let (_, claimed) = s
+                .claim_due("n1", t + 1_000, lease, 10, t, |_| {
+                    one_fire(t + 1_000, Some(t + 2_000), false)
+                })
+                .await
+                .unwrap();
+            assert_eq!(claimed.len(), 1, "{kind}");
+            fires.push((claimed[0].fire_id, j));
+        }
+        let ids: Vec<i64> = fires.iter().map(|f| f.0).collect();
+        let leases = |got: Vec<Fire>| -> Vec<(i64, String, i64)> {
+            let mut out: Vec<_> = got
+                .into_iter()
+                .map(|f| (f.id, f.state, f.claim_expires_at))
+                .collect();
+            out.sort();
+            out
+        };
+        assert!(
+            s.start_claimed(ids[0], "n1", "CRON").await.unwrap(),
+            "{kind}"
+        );
+        let items = [(ids[1], fires[1].1, g, vec![run(0, 1, "a")])];
+        let (started, _) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
+        assert_eq!(started, [ids[1]].into(), "{kind}");
+        s.skip_claims(&ids[2..3], "n1", "misfired", t)
+            .await
+            .unwrap();
+        let until = t + 1_000 + lease;
+        assert_eq!(
+            leases(s.get_fires(&ids).await.unwrap()),
+            [
+                (ids[0], "triggering".to_string(), 0),
+                (ids[1], "triggering".to_string(), 0),
+                (ids[2], "skipped".to_string(), 0),
+                (ids[3], "scheduled".to_string(), until),
+            ],
+            "{kind}"
+        );
+        // n1 stops renewing: once the lease has run out only the waiting fire is taken over.
+        assert!(
+            s.take_over_expired("n2", until, lease, 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{kind}"
+        );
+        let taken = s
+            .take_over_expired("n2", until + 1, lease, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            taken.iter().map(|c| c.fire_id).collect::<Vec<_>>(),
+            [ids[3]],
+            "{kind}"
+        );
+        // A prepared fire taken back gets the lease of its claim, and a survivor can take it.
+        assert_eq!(
+            s.unprepare_fires(&ids[1..2], "n1", lease).await.unwrap(),
+            [ids[1]],
+            "{kind}"
+        );
+        assert_eq!(
+            leases(s.get_fires(&ids[1..2]).await.unwrap()),
+            [(ids[1], "scheduled".to_string(), until)],
+            "{kind}"
+        );
+        let taken = s
+            .take_over_expired("n2", until + 1, lease, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            taken.iter().map(|c| c.fire_id).collect::<Vec<_>>(),
+            [ids[1]],
+            "{kind}"
+        );
     })
     .await;
 }
@@ -850,16 +942,18 @@ async fn users_tokens_checkpoints_reports() {
     .await;
 }
 
-/// A database made before send and finish times were stored as 0 until set (migration 4):
-/// migrating it keeps every fire's and run's times, "not yet" stays `None`, and ids are not
+/// A database made before send and finish times were stored as 0 until set (migration 4) and
+/// before leases were 0 outside `scheduled` (migration 5): migrating it keeps every fire's and
+/// run's times, "not yet" stays `None`, only a scheduled fire keeps its lease, and ids are not
 /// reused (the tables are rebuilt on SQLite, whose AUTOINCREMENT counters must be carried over).
 #[tokio::test]
 async fn migrating_times_to_zero_keeps_rows_and_ids() {
     let rows = [
-        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 'CRON', 1000, '1:1000', '', 'triggering', '', 900, NULL, NULL)",
-        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, created_at, dispatched_at, finished_at) VALUES (2, 1, 1, 'CRON', 2000, '1:2000', '', 'succeeded', '', 1900, 2001, 2050)",
-        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, params, state, message, created_at) VALUES (3, 1, 1, 'MANUAL', 3000, '', 'failed', '', 3000)",
-        "DELETE FROM fires WHERE id = 3",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, owner, claim_expires_at, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 'CRON', 1000, '1:1000', '', 'triggering', '', 'n1', 4000, 900, NULL, NULL)",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, owner, claim_expires_at, created_at, dispatched_at, finished_at) VALUES (2, 1, 1, 'CRON', 2000, '1:2000', '', 'succeeded', '', 'n1', 5000, 1900, 2001, 2050)",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, owner, claim_expires_at, created_at) VALUES (3, 1, 1, 'CRON', 3000, '1:3000', '', 'scheduled', '', 'n1', 6000, 2900)",
+        "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, params, state, message, created_at) VALUES (4, 1, 1, 'MANUAL', 3000, '', 'failed', '', 3000)",
+        "DELETE FROM fires WHERE id = 4",
         "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 1, 0, 1, '', 'triggering', '', '', 900, 900, NULL, NULL)",
         "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at, dispatched_at, finished_at) VALUES (2, 2, 1, 1, 0, 1, '', 'succeeded', '', '', 1900, 1900, 2001, 2049)",
         "INSERT INTO runs (id, fire_id, job_id, group_id, shard_index, shard_total, params, state, trigger_msg, handle_msg, log_date_time, created_at) VALUES (3, 2, 1, 1, 1, 2, '', 'failed', '', '', 1900, 1900)",
@@ -900,6 +994,15 @@ async fn migrating_times_to_zero_keeps_rows_and_ids() {
         }
 
         let s = Store::connect(&db.url).await.expect("migrates");
+        let mut leases: Vec<_> = s
+            .get_fires(&[1, 2, 3])
+            .await
+            .unwrap()
+            .iter()
+            .map(|f| (f.id, f.claim_expires_at))
+            .collect();
+        leases.sort();
+        assert_eq!(leases, [(1, 0), (2, 0), (3, 6000)], "{kind}");
         let fires = s.get_fires(&[1, 2]).await.unwrap();
         let runs = s.runs_by_ids(&[1, 2]).await.unwrap();
         let fire_times: Vec<_> = fires
@@ -937,7 +1040,7 @@ async fn migrating_times_to_zero_keeps_rows_and_ids() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!((fire, runs), (4, vec![4]), "{kind}");
+        assert_eq!((fire, runs), (5, vec![4]), "{kind}");
         let new = s.get_fire(fire).await.unwrap().unwrap();
         assert_eq!((new.dispatched_at, new.finished_at), (None, None), "{kind}");
         s.close().await;

@@ -66,7 +66,7 @@ def phases(first_id, n, t0):
             f"0,'',{t0},{t0})" for f in ids)
         out.setdefault("start: lock, state, insert runs", []).append(
             "BEGIN; SELECT id FROM fires WHERE +state = 'scheduled' AND owner = 'node-a' "
-            f"AND id IN ({idl}) FOR UPDATE; UPDATE fires SET total_items = 1, "
+            f"AND id IN ({idl}) FOR UPDATE; UPDATE fires SET claim_expires_at = 0, total_items = 1, "
             f"state = 'triggering' WHERE 1 = 1 AND id IN ({idl}); INSERT INTO runs (id, fire_id, "
             "job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, "
             "handler, params, item_param, state, trigger_code, trigger_msg, handle_code, "

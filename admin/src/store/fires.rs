@@ -301,7 +301,8 @@ impl Store {
             let mut started: HashSet<i64> = HashSet::with_capacity(items.len());
             for ((total, state), fire_ids) in &by_total {
                 for chunk in fire_ids.chunks(500) {
-                    let mut upd = QueryBuilder::new("UPDATE fires SET total_items = ");
+                    // Out of `scheduled`, the claim's lease ends (the takeover's index).
+                    let mut upd = QueryBuilder::new("UPDATE fires SET claim_expires_at = 0, total_items = ");
                     upd.push_bind(*total).push(", state = ").push_bind(*state);
                     let Some(node) = start_for else {
                         upd.push(" WHERE 1 = 1");

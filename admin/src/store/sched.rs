@@ -251,8 +251,10 @@ impl Store {
     ) -> StoreResult<Vec<ClaimedFire>> {
         // Usually nothing has expired: the look runs on a reader, and the write transaction is
         // only opened for fires to take.
+        // By lease: a fire's lease is 0 once it left `scheduled`, so the range holds only the
+        // scheduled fires whose lease ran out, however long the history.
         let candidates: Vec<i64> = with_read_pool!(self, pool => sqlx::query_scalar(
-            "SELECT id FROM fires WHERE state = 'scheduled' AND claim_expires_at < ? ORDER BY planned_at LIMIT ?")
+            "SELECT id FROM fires WHERE claim_expires_at > 0 AND claim_expires_at < ? AND state = 'scheduled' ORDER BY planned_at LIMIT ?")
             .bind(now).bind(limit).fetch_all(pool).await)?;
         if candidates.is_empty() {
             return Ok(Vec::new());
@@ -266,7 +268,7 @@ impl Store {
             // written, so only the fires this statement took are returned.
             let mut upd = QueryBuilder::new("UPDATE fires SET owner = ");
             upd.push_bind(node).push(", claim_expires_at = ").push_bind(expires)
-                .push(" WHERE +state = 'scheduled' AND claim_expires_at < ").push_bind(now);
+                .push(" WHERE +state = 'scheduled' AND +claim_expires_at < ").push_bind(now);
             super::fires::push_in(&mut upd, "id", &candidates);
             upd.build().execute(&mut *tx).await?;
             let mut sel = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE +state = 'scheduled' AND owner = "));
@@ -288,7 +290,7 @@ impl Store {
         trigger_type: &str,
     ) -> StoreResult<bool> {
         let n = with_pool!(self, pool => sqlx::query(
-            "UPDATE fires SET state = 'triggering', trigger_type = ? WHERE id = ? AND state = 'scheduled' AND owner = ?")
+            "UPDATE fires SET state = 'triggering', trigger_type = ?, claim_expires_at = 0 WHERE id = ? AND state = 'scheduled' AND owner = ?")
             .bind(trigger_type).bind(fire_id).bind(node).execute(pool).await.map(Done::from))?
         .rows_affected();
         Ok(n == 1)
@@ -297,8 +299,14 @@ impl Store {
     /// Takes back prepared fires (started, runs stored, nothing sent yet) whose job changed after
     /// they were prepared: their runs go and they are `scheduled` again, to be dispatched with the
     /// job as it is now. Returns the ids taken back. Only the owner calls this, for fires it took
-    /// out of a send, so none of them went out.
-    pub async fn unprepare_fires(&self, fire_ids: &[i64], node: &str) -> StoreResult<Vec<i64>> {
+    /// out of a send, so none of them went out. Each gets its lease back, until `planned_at +
+    /// lease_ms` as at its claim.
+    pub async fn unprepare_fires(
+        &self,
+        fire_ids: &[i64],
+        node: &str,
+        lease_ms: i64,
+    ) -> StoreResult<Vec<i64>> {
         let mut back = Vec::with_capacity(fire_ids.len());
         for chunk in fire_ids.chunks(500) {
             let begin = self.begin_write();
@@ -312,7 +320,8 @@ impl Store {
                     let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
                     super::fires::push_in(&mut del, "fire_id", &ids);
                     del.build().execute(&mut *tx).await?;
-                    let mut upd = QueryBuilder::new("UPDATE fires SET state = 'scheduled', total_items = 0 WHERE 1 = 1");
+                    let mut upd = QueryBuilder::new("UPDATE fires SET state = 'scheduled', total_items = 0, claim_expires_at = planned_at + ");
+                    upd.push_bind(lease_ms).push(" WHERE 1 = 1");
                     super::fires::push_in(&mut upd, "id", &ids);
                     upd.build().execute(&mut *tx).await?;
                 }
@@ -338,7 +347,7 @@ impl Store {
             with_pool!(self, pool => {
                 let mut qb = QueryBuilder::new("UPDATE fires SET state = 'skipped', message = ");
                 qb.push_bind(message).push(", finished_at = ").push_bind(now)
-                    .push(" WHERE +state = 'scheduled' AND owner = ").push_bind(node);
+                    .push(", claim_expires_at = 0 WHERE +state = 'scheduled' AND owner = ").push_bind(node);
                 super::fires::push_in(&mut qb, "id", chunk);
                 qb.build().execute(pool).await?;
             });
