@@ -250,9 +250,8 @@ impl Store {
         limit: i64,
     ) -> StoreResult<Vec<ClaimedFire>> {
         // Usually nothing has expired: the look runs on a reader, and the write transaction is
-        // only opened for fires to take.
-        // By lease: a fire's lease is 0 once it left `scheduled`, so the range holds only the
-        // scheduled fires whose lease ran out, however long the history.
+        // only opened for fires to take. It goes by lease: a fire's lease is 0 once it left
+        // `scheduled`, so the range holds only scheduled fires, however long the history.
         let candidates: Vec<i64> = with_read_pool!(self, pool => sqlx::query_scalar(
             "SELECT id FROM fires WHERE claim_expires_at > 0 AND claim_expires_at < ? AND state = 'scheduled' ORDER BY planned_at LIMIT ?")
             .bind(now).bind(limit).fetch_all(pool).await)?;
