@@ -947,7 +947,7 @@ async fn users_tokens_checkpoints_reports() {
 /// run's times, "not yet" stays `None`, only a scheduled fire keeps its lease, and ids are not
 /// reused (the tables are rebuilt on SQLite, whose AUTOINCREMENT counters must be carried over).
 #[tokio::test]
-async fn migrating_times_to_zero_keeps_rows_and_ids() {
+async fn migrating_an_older_database_keeps_rows_ids_and_leases() {
     let rows = [
         "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, owner, claim_expires_at, created_at, dispatched_at, finished_at) VALUES (1, 1, 1, 'CRON', 1000, '1:1000', '', 'triggering', '', 'n1', 4000, 900, NULL, NULL)",
         "INSERT INTO fires (id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, message, owner, claim_expires_at, created_at, dispatched_at, finished_at) VALUES (2, 1, 1, 'CRON', 2000, '1:2000', '', 'succeeded', '', 'n1', 5000, 1900, 2001, 2050)",
