@@ -404,22 +404,15 @@ async fn a_lease_is_held_only_while_scheduled() {
             "{kind}"
         );
         // n1 stops renewing: once the lease has run out only the waiting fire is taken over.
-        assert!(
-            s.take_over_expired("n2", until, lease, 10)
-                .await
-                .unwrap()
-                .is_empty(),
-            "{kind}"
-        );
-        let taken = s
-            .take_over_expired("n2", until + 1, lease, 10)
-            .await
-            .unwrap();
-        assert_eq!(
-            taken.iter().map(|c| c.fire_id).collect::<Vec<_>>(),
-            [ids[3]],
-            "{kind}"
-        );
+        let taken_at = |now: i64| {
+            let s = &s;
+            async move {
+                let taken = s.take_over_expired("n2", now, lease, 10).await.unwrap();
+                taken.iter().map(|c| c.fire_id).collect::<Vec<i64>>()
+            }
+        };
+        assert_eq!(taken_at(until).await, Vec::<i64>::new(), "{kind}");
+        assert_eq!(taken_at(until + 1).await, [ids[3]], "{kind}");
         // A prepared fire taken back gets the lease of its claim, and a survivor can take it.
         assert_eq!(
             s.unprepare_fires(&ids[1..2], "n1", lease).await.unwrap(),
@@ -431,15 +424,7 @@ async fn a_lease_is_held_only_while_scheduled() {
             [(ids[1], "scheduled".to_string(), until)],
             "{kind}"
         );
-        let taken = s
-            .take_over_expired("n2", until + 1, lease, 10)
-            .await
-            .unwrap();
-        assert_eq!(
-            taken.iter().map(|c| c.fire_id).collect::<Vec<_>>(),
-            [ids[1]],
-            "{kind}"
-        );
+        assert_eq!(taken_at(until + 1).await, [ids[1]], "{kind}");
     })
     .await;
 }
