@@ -511,6 +511,15 @@ pub async fn steady(
         .filter_map(|(p, d)| d.map(|d| (d - p).max(0)))
         .collect();
     late.sort_unstable();
+    // The latest sent fire of each second of the window, in order (null: none of its fires went
+    // out): a high p99 is either a few bad seconds (a stall) or every second's tail (a steady
+    // cost), and these tell which.
+    let mut worst_by_second: Vec<Option<i64>> = vec![None; ((end - start) / 1000) as usize];
+    for (p, d) in &rows {
+        if let (Some(d), Some(slot)) = (d, worst_by_second.get_mut(((p - start) / 1000) as usize)) {
+            *slot = Some(slot.unwrap_or(0).max(d - p));
+        }
+    }
     let expected = spec.jobs as i64 * (end - start) / 1000;
     let finished = reader
         .count(
@@ -535,6 +544,7 @@ pub async fn steady(
         "lateness_p90_ms": percentile(&late, 90.0),
         "lateness_p99_ms": percentile(&late, 99.0),
         "lateness_max_ms": late.last(),
+        "lateness_max_by_second_ms": worst_by_second,
         "runs_completed": finished,
         "runs_failed": failed,
         "runs_per_s": r1(finished as f64 / window_s),
