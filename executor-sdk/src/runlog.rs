@@ -7,6 +7,7 @@
 //! whole day folders past their age and leaves every other folder (`gluesource`, `callbacklogs`)
 //! alone.
 
+use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{Local, NaiveDate, TimeZone};
+use chrono::{DateTime, Datelike, Local, NaiveDate, TimeZone, Timelike};
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::LogResult;
@@ -195,13 +196,16 @@ struct LoggerInner {
 impl RunLogger {
     /// Appends one line with a `yyyy-MM-dd HH:mm:ss.SSS` local-time prefix.
     pub fn log(&self, line: impl AsRef<str>) {
-        let line = line.as_ref();
-        let mut text = format!(
-            "{} {}",
-            Local::now().format("%Y-%m-%d %H:%M:%S%.3f"),
-            line.trim_end_matches(['\r', '\n'])
-        );
-        text.push('\n');
+        self.log_lines(&[line.as_ref()]);
+    }
+
+    /// Appends several lines with the same time prefix in one write (a run's opening lines).
+    pub(crate) fn log_lines(&self, lines: &[&str]) {
+        let now = Local::now();
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 25).sum());
+        for line in lines {
+            push_line(&mut text, &now, line);
+        }
         self.append_raw(text.as_bytes());
     }
 
@@ -236,11 +240,36 @@ impl RunLogger {
     }
 }
 
+/// Appends `line` with a `yyyy-MM-dd HH:mm:ss.SSS` prefix, field by field: `format("%Y-%m-%d …")`
+/// parses its pattern on every call, and every run of every job writes log lines.
+fn push_line(text: &mut String, at: &DateTime<Local>, line: &str) {
+    let _ = writeln!(
+        text,
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} {}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.nanosecond() % 1_000_000_000 / 1_000_000,
+        line.trim_end_matches(['\r', '\n'])
+    );
+}
+
+/// Opens a run's log for appending, creating its day folder only when the open finds it missing:
+/// checking the folder first cost two system calls (`mkdir`, `stat`) for every run.
 fn open_append(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+    let open = || OpenOptions::new().create(true).append(true).open(path);
+    match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            open()
+        }
+        other => other,
     }
-    OpenOptions::new().create(true).append(true).open(path)
 }
 
 /// The local calendar day of an epoch-millisecond time. A missing or nonsensical time (≤ 0, out of
@@ -416,6 +445,17 @@ mod tests {
         let (to, content) = read_page(File::open(&path).unwrap(), 2).unwrap();
         assert_eq!(to, 3);
         assert_eq!(content, format!("{}\nend\n", "a".repeat(10)));
+    }
+
+    #[test]
+    fn line_prefix_is_the_xxl_job_time_format() {
+        for ms in [0i64, 1_773_480_413_589, 1_773_480_413_001, 946_684_799_999] {
+            let at = Local.timestamp_millis_opt(ms).unwrap();
+            let mut text = String::new();
+            push_line(&mut text, &at, "hello\r\n");
+            let expected = format!("{} hello\n", at.format("%Y-%m-%d %H:%M:%S%.3f"));
+            assert_eq!(text, expected);
+        }
     }
 
     #[test]

@@ -486,11 +486,13 @@ impl Workers {
 }
 
 fn log_start(logger: &RunLogger, req: &TriggerRequest, shard_total: i32) {
-    logger.log("----------- job execute start -----------");
-    logger.log(format!(
-        "----------- jobId:{} logId:{} param:{} shard:{}/{}",
-        req.job_id, req.log_id, req.executor_params, req.broadcast_index, shard_total
-    ));
+    logger.log_lines(&[
+        "----------- job execute start -----------",
+        &format!(
+            "----------- jobId:{} logId:{} param:{} shard:{}/{}",
+            req.job_id, req.log_id, req.executor_params, req.broadcast_index, shard_total
+        ),
+    ]);
 }
 
 /// Gives a cancelled handler `grace` to return, then aborts it.

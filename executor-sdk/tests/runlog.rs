@@ -181,6 +181,24 @@ fn a_missing_file_ends_the_tail() {
 }
 
 #[test]
+fn a_day_folder_removed_meanwhile_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = RunLogs::new(dir.path().to_path_buf(), 30).unwrap();
+    let t = local_ms(2026, 2, 3, 10, 0, 0, 0);
+    logs.logger(1, t).log("first run");
+    let folder = dir.path().join("2026-02-03");
+    assert!(folder.join("1.log").exists());
+    // Retention (or an operator) removes the folder; the next run of that day writes its log all
+    // the same, into the folder made again.
+    fs::remove_dir_all(&folder).unwrap();
+    let logger = logs.logger(2, t);
+    logger.log("second run");
+    let text = fs::read_to_string(logger.path()).unwrap();
+    assert_line_format(text.trim_end(), "second run");
+    assert_eq!(logger.path(), folder.join("2.log"));
+}
+
+#[test]
 fn a_failed_write_does_not_fail_the_caller() {
     let dir = tempfile::tempdir().unwrap();
     let logs = RunLogs::new(dir.path().to_path_buf(), 30).unwrap();

@@ -485,6 +485,8 @@ pub async fn steady(
     sleep_until_ms(start).await;
     let mysqld = sys::mysqld_pid().map(CpuWindow::start);
     let cpu = CpuWindow::start(pid);
+    // The harness process: its in-process SDK executors share the two cores with the admin.
+    let executors = CpuWindow::start(std::process::id());
     let rss = RssSampler::start(pid);
     observed.reset_histogram();
     let executed_before = observed.executed.load(Ordering::Relaxed);
@@ -493,6 +495,7 @@ pub async fn steady(
     observed.recording.store(false, Ordering::Relaxed);
     let executed = observed.executed.load(Ordering::Relaxed) - executed_before;
     let cpu_pct = cpu.percent();
+    let executors_pct = executors.percent();
     let mysqld_pct = mysqld.and_then(|w| w.percent());
     let (rss_mean, rss_max) = rss.finish().await;
     admin.check_alive()?;
@@ -556,6 +559,7 @@ pub async fn steady(
         "rss_mean_mib": rss_mean.map(r1),
         "rss_max_mib": rss_max.map(r1),
         "mysqld_cpu_pct": mysqld_pct.map(r1),
+        "executors_cpu_pct": executors_pct.map(r1),
     }))
 }
 

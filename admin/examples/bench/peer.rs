@@ -235,6 +235,8 @@ async fn steady(
     tokio::time::sleep(Duration::from_millis((start - now_ms()).max(0) as u64)).await;
     let counter_before = peer.finished_counter().await;
     let cpu = CpuWindow::start(pid);
+    // The harness process: its in-process SDK executors share the two cores with the admin.
+    let executors = CpuWindow::start(std::process::id());
     let rss = RssSampler::start(pid);
     observed.reset_histogram();
     let executed_before = observed.executed.load(Ordering::Relaxed);
@@ -243,6 +245,7 @@ async fn steady(
     observed.recording.store(false, Ordering::Relaxed);
     let executed = observed.executed.load(Ordering::Relaxed) - executed_before;
     let cpu_pct = cpu.percent();
+    let executors_pct = executors.percent();
     let counter_after = peer.finished_counter().await;
     let (rss_mean, rss_max) = rss.finish().await;
     peer.proc.check_alive(log_dir)?;
@@ -268,6 +271,7 @@ async fn steady(
         "cpu_pct": cpu_pct.map(r1),
         "rss_mean_mib": rss_mean.map(r1),
         "rss_max_mib": rss_max.map(r1),
+        "executors_cpu_pct": executors_pct.map(r1),
     }))
 }
 
