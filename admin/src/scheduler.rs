@@ -36,8 +36,9 @@ pub const LEASE_MS: i64 = 3_000;
 /// Most fires one job gets in one pass (a job firing every 100 ms still keeps up).
 const MAX_FIRES_PER_JOB: usize = 64;
 /// How long before its planned time a fire is prepared (its runs planned and stored), so that at
-/// the planned millisecond only the requests are left to send. Routing sees the executors as they
-/// are this much before the fire.
+/// the planned millisecond only the requests are left to send, while preparations are quick (the
+/// lead grows while they are not, up to [`MAX_PREPARE_MS`]). Routing sees the executors as they
+/// are when the fire is prepared.
 pub const PREPARE_MS: i64 = 500;
 /// The longest lead a fire is prepared with. A preparation that takes long (10 000 fires on a busy
 /// MariaDB took 260–580 ms) moves the lead up to twice its time, so the next ones are ready at
@@ -276,8 +277,8 @@ impl Scheduler {
 
     /// A pass about once a second, and at once when a job's schedule changed.
     ///
-    /// A pass is timed to start when the timer hands fires out for preparation ([`PREPARE_MS`] or more
-    /// before their time) if that moment is less than a second away: its work is then done
+    /// A pass is timed to start when the timer hands fires out for preparation (the preparation
+    /// lead before their time) if that moment is less than a second away: its work is then done
     /// before those fires are sent instead of beside the sends. A pass at 1 000 jobs costs tens
     /// of milliseconds of CPU, and a profile on two cores showed one running beside the sends of
     /// a whole second's fires, competing with them.
