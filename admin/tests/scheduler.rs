@@ -175,8 +175,8 @@ async fn cron_fires_on_time_and_rates_keep_spacing() {
     db.cleanup().await;
 }
 
-/// A job is claimed again only when its next fire is near (2.5 s), and then for every fire up to
-/// the look-ahead (5 s): a job firing every second gets its fires a few at a time, with no gap
+/// A job is claimed again only when its next fire is near (4 s), and then for every fire up to
+/// the look-ahead (6.5 s): a job firing every second gets its fires a few at a time, with no gap
 /// and none twice, instead of its row being locked and rewritten on every pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_is_claimed_for_several_fires_at_once() {
