@@ -187,7 +187,7 @@ async fn a_job_is_claimed_for_several_fires_at_once() {
     let e = executor("claim-app", &admin, "e1", &calls).await;
     admin.wait_executors(gid, 1).await;
     let job = every_second(&admin, gid, "every-second").await;
-    tokio::time::sleep(Duration::from_millis(9_000)).await;
+    tokio::time::sleep(Duration::from_millis(13_000)).await;
     // Read while the job runs: the fires claimed ahead are still there, so every claim's fires
     // are complete. The fires of one claim share its time (`created_at`).
     let all = fires(&admin, job).await;
