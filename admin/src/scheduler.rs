@@ -26,10 +26,11 @@ use crate::trigger::Dispatcher;
 /// How far ahead fires are claimed and put in the timer.
 pub const LOOKAHEAD_MS: i64 = 6_500;
 /// A job is claimed once its next fire is due within this time, and then gets every fire up to
-/// [`LOOKAHEAD_MS`]: a job firing every second is claimed (its row locked and rewritten) about
-/// every 2.5 s for 2–3 fires, not on every pass for one. On MariaDB the jobs' advance was about a
+/// [`LOOKAHEAD_MS`]: a job firing every second is claimed (its row locked and rewritten) for at
+/// least 2–3 fires at a time (more when the pass comes later in its cycle), not on every pass
+/// for one. On MariaDB the jobs' advance was about a
 /// tenth of the server's work per fire. Jobs that fire together are claimed together, and a pass
-/// over 10 000 of them on a busy MariaDB took up to 3.6 s: with 2.5 s its last batches claimed
+/// over 10 000 of them on a busy MariaDB took up to 3.7 s: with 2.5 s its last batches claimed
 /// fires already due, which went out late; 4 s leaves room for such a pass.
 const CLAIM_WITHIN_MS: i64 = 4_000;
 /// How long after its planned time a claimed fire stays with its owner before another admin may
