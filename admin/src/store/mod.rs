@@ -377,6 +377,8 @@ impl Store {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(false)
+                // sqlx's row buffer (50 rows back from the connection's thread at a time) is
+                // kept: 1 024 measured no better (docs/benchmarks.md, sixteenth round).
                 .statement_cache_capacity(20);
             disable_sqlite_memstatus();
             // sqlx pings a connection on every acquire by default, to find network connections
