@@ -734,6 +734,78 @@ async fn fires_runs_and_callbacks() {
     .await;
 }
 
+/// Multi-row statements come in lengths that are powers of two: inserts are split (5 runs are
+/// 4 + 1), joined updates padded with rows that match nothing (3 answers are 4 rows), and on
+/// MySQL lists of ids padded by repeating the last. None of it may touch another row.
+#[tokio::test]
+async fn statements_of_cached_lengths_write_exactly_their_rows() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-pad"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "pad"), 1).await.unwrap();
+        let runs: Vec<NewRun> = (0..5).map(|i| run(i, 5, "a")).collect();
+        let (fire, ids) = s
+            .create_fire(j, g, "CRON", 1_000, None, "", None, &runs, 100)
+            .await
+            .unwrap()
+            .unwrap();
+        let stored = s.fire_runs(fire).await.unwrap();
+        assert_eq!(
+            stored
+                .iter()
+                .map(|r| (r.id, r.shard_index))
+                .collect::<Vec<_>>(),
+            ids.iter().copied().zip(0..5).collect::<Vec<_>>(),
+            "{kind}: five runs stored once each, in item order"
+        );
+        let accepted: Vec<RunUpdate> = ids[..3]
+            .iter()
+            .map(|&run_id| RunUpdate {
+                run_id,
+                fire_id: fire,
+                state: RunState::Running,
+                executor_address: "a".into(),
+                trigger_code: 200,
+                trigger_msg: "accepted".into(),
+                at: 111,
+                fire_sent_at: 110,
+            })
+            .collect();
+        s.store_results(&accepted, &[], 112).await.unwrap();
+        let (out, ended) = s
+            .store_results(
+                &[],
+                &ids[..3]
+                    .iter()
+                    .map(|&id| (id, 200, "ok".to_string()))
+                    .collect::<Vec<_>>(),
+                120,
+            )
+            .await
+            .unwrap();
+        assert!(ended.is_empty(), "{kind}: two runs still open");
+        assert!(
+            out.iter()
+                .all(|o| matches!(o, CallbackOutcome::Applied { .. })),
+            "{kind}: {out:?}"
+        );
+        let states: Vec<(String, Option<i64>)> = s
+            .fire_runs(fire)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.state, r.dispatched_at))
+            .collect();
+        let done = ("succeeded".to_string(), Some(111));
+        let open = ("triggering".to_string(), None);
+        assert_eq!(
+            states,
+            vec![done.clone(), done.clone(), done, open.clone(), open],
+            "{kind}: only the three runs answered and finished changed"
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_answer_and_a_result_in_one_batch_are_written_together() {
     each_db(|s, kind| async move {

@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use sqlx::QueryBuilder;
 
 use super::{
-    list_page, update_joined, with_pool, with_read_pool, Done, Store, StoreResult, JOINED_CHUNK,
+    cached_chunks, cached_len, list_page, update_joined, with_pool, with_read_pool, Done, Store,
+    StoreResult, JOINED_CHUNK,
 };
 use crate::model::{Fire, FireState, Run, RunState};
 
@@ -243,7 +244,7 @@ impl Store {
                 // One multi-row INSERT per chunk keeps a 1 000-item fire to a handful of statements.
                 let rows: Vec<(i64, i64, i64, &NewRun)> =
                     runs.iter().map(|r| (fire_id, job_id, group_id, r)).collect();
-                for chunk in rows.chunks(200) {
+                for chunk in cached_chunks(&rows) {
                     runs_insert_rows(chunk, now).build().execute(&mut *tx).await?;
                 }
                 if !runs.is_empty() {
@@ -340,7 +341,7 @@ impl Store {
                 .filter(|(f, _, _, _)| started.contains(f))
                 .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)))
                 .collect();
-            for chunk in rows.chunks(500) {
+            for chunk in cached_chunks(&rows) {
                 let mut qb = runs_insert_rows(chunk, now);
                 if insert_returning {
                     qb.push(" RETURNING id, fire_id, shard_index");
@@ -970,7 +971,8 @@ where
 ///
 /// On SQLite the list is one bound JSON array (`IN (SELECT value FROM json_each(?))`): the
 /// statement's text is then the same whatever the number of ids, so it is prepared once and
-/// cached, where a `?` per id made a new statement, compiled anew, for every length.
+/// cached, where a `?` per id made a new statement, compiled anew, for every length. Elsewhere
+/// the list is padded to a length of [`cached_len`].
 pub(crate) fn push_in<'a, DB: sqlx::Database>(
     qb: &mut QueryBuilder<'a, DB>,
     col: &str,
@@ -997,10 +999,17 @@ pub(crate) fn push_in<'a, DB: sqlx::Database>(
             .push("))");
         return;
     }
+    // Elsewhere a `?` per id, the list padded to a cached length by repeating its last id.
     qb.push(format!(" AND {col} IN ("));
     let mut sep = qb.separated(", ");
-    for id in ids {
-        sep.push_bind(*id);
+    let last = ids[ids.len() - 1];
+    for id in ids
+        .iter()
+        .copied()
+        .chain(std::iter::repeat(last))
+        .take(cached_len(ids.len()))
+    {
+        sep.push_bind(id);
     }
     qb.push(")");
 }

@@ -94,13 +94,12 @@ impl Store {
     /// Records heartbeats: inserts each executor or refreshes its time and metadata, a chunk of
     /// rows per statement, in one transaction.
     pub async fn upsert_registry_many(&self, beats: &[Beat]) -> StoreResult<()> {
-        const CHUNK: usize = 500;
         let tail = self
             .dialect()
             .upsert("appname, address", &["meta", "updated_at"]);
         with_pool!(self, pool => async {
             let mut tx = pool.begin().await?;
-            for chunk in beats.chunks(CHUNK) {
+            for chunk in super::cached_chunks(beats) {
                 let mut qb = QueryBuilder::new(
                     "INSERT INTO registry (appname, address, meta, first_seen, updated_at) ",
                 );

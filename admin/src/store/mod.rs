@@ -139,8 +139,44 @@ impl Dialect {
     }
 }
 
+/// The most rows (or listed ids) one statement of the store takes. A power of two, for
+/// [`cached_chunks`] and [`cached_len`].
+pub(crate) const ROWS_PER_STATEMENT: usize = 512;
+
 /// Rows updated per [`update_joined`] statement.
-pub(crate) const JOINED_CHUNK: usize = 500;
+pub(crate) const JOINED_CHUNK: usize = ROWS_PER_STATEMENT;
+
+/// The length a list of `n` rows or ids (at most [`ROWS_PER_STATEMENT`]) is padded to: the next
+/// power of two.
+///
+/// A statement with a `?` per row or id has a text of its own for every length, and a text
+/// the connection has not seen is compiled anew (on MySQL, prepared on the server and closed
+/// again): a batch of arbitrary length did that every time, and the new texts pushed the
+/// fixed ones out of the statement cache. With lengths from a set of ten, each text is compiled
+/// once and then found in the cache.
+pub(crate) fn cached_len(n: usize) -> usize {
+    n.next_power_of_two()
+}
+
+/// Cuts `items` into pieces of [`ROWS_PER_STATEMENT`] and powers of two below it, largest first,
+/// for multi-row statements that cannot be padded (inserts); see [`cached_len`].
+pub(crate) fn cached_chunks<T>(items: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let n = rest.len().min(ROWS_PER_STATEMENT);
+        let take = if n.is_power_of_two() {
+            n
+        } else {
+            n.next_power_of_two() / 2
+        };
+        let (head, tail) = rest.split_at(take);
+        rest = tail;
+        Some(head)
+    })
+}
 
 /// One `UPDATE` of many rows of `table`, each with its own values: `rows` are joined to the table
 /// as `v` (`v.column1` is the row's id, `v.column2`… its values), `set` pushes the assignments
@@ -160,14 +196,20 @@ pub(crate) fn update_joined<'a, DB: sqlx::Database, const N: usize>(
 where
     Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
+    // Padded to a cached length with rows whose id is NULL, which join no row.
+    let padded = rows
+        .iter()
+        .copied()
+        .chain(std::iter::repeat([None; N]))
+        .take(cached_len(rows.len()));
     let push_rows = |qb: &mut sqlx::QueryBuilder<'a, DB>| match dialect {
         Dialect::Sqlite => {
             qb.push("(VALUES ");
-            for (i, row) in rows.iter().enumerate() {
+            for (i, row) in padded.enumerate() {
                 qb.push(if i == 0 { "(" } else { ", (" });
                 let mut sep = qb.separated(", ");
                 for v in row {
-                    sep.push_bind(*v);
+                    sep.push_bind(v);
                 }
                 qb.push(")");
             }
@@ -175,7 +217,7 @@ where
         }
         Dialect::MySql => {
             qb.push("(");
-            for (i, row) in rows.iter().enumerate() {
+            for (i, row) in padded.enumerate() {
                 qb.push(if i == 0 {
                     "SELECT "
                 } else {
@@ -378,8 +420,11 @@ impl Store {
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(false)
                 // sqlx's row buffer (50 rows back from the connection's thread at a time) is
-                // kept: 1 024 measured no better (docs/benchmarks.md, sixteenth round).
-                .statement_cache_capacity(20);
+                // kept: 1 024 measured no better (docs/benchmarks.md, sixteenth round). The
+                // cache holds every statement of the hot path, each multi-row one in its ten
+                // lengths (`cached_len`); at 20 they pushed each other out and were compiled
+                // again.
+                .statement_cache_capacity(128);
             disable_sqlite_memstatus();
             // sqlx pings a connection on every acquire by default, to find network connections
             // that died while idle; a SQLite connection is a file handle that cannot, and the
@@ -531,6 +576,24 @@ fn mariadb_returns_inserts(version: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cached_chunks_are_powers_of_two_in_order() {
+        let mut lengths = std::collections::BTreeSet::new();
+        for n in 0..2_000usize {
+            let items: Vec<usize> = (0..n).collect();
+            let chunks: Vec<&[usize]> = super::cached_chunks(&items).collect();
+            assert_eq!(chunks.concat(), items, "{n}: every item once, in order");
+            for c in &chunks {
+                assert!(c.len().is_power_of_two() && c.len() <= super::ROWS_PER_STATEMENT);
+                assert_eq!(super::cached_len(c.len()), c.len());
+                lengths.insert(c.len());
+            }
+        }
+        assert_eq!(lengths.len(), 10, "ten lengths: 1 to 512");
+        assert_eq!(super::cached_len(3), 4);
+        assert_eq!(super::cached_len(500), 512);
+    }
+
     #[test]
     fn redacts_password() {
         assert_eq!(

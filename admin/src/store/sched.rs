@@ -8,7 +8,8 @@
 use sqlx::QueryBuilder;
 
 use super::{
-    update_joined, with_pool, with_read_pool, Dialect, Done, Store, StoreResult, JOINED_CHUNK,
+    cached_chunks, cached_len, update_joined, with_pool, with_read_pool, Dialect, Done, Store,
+    StoreResult, JOINED_CHUNK,
 };
 use crate::model::{FireState, Job};
 
@@ -198,7 +199,7 @@ impl Store {
             // The rows a fire key already had are skipped (another admin claimed them), so what
             // this pass claimed is what the insert returns, or else what a read by key finds.
             let mut claimed = Vec::new();
-            for chunk in rows.chunks(500) {
+            for chunk in cached_chunks(&rows) {
                 let mut qb = QueryBuilder::new(insert_prefix.as_str());
                 qb.push_values(chunk, |mut b, (job_id, group_id, planned, ty, key, stamp)| {
                     b.push_bind(*job_id).push_bind(*group_id).push_bind(*ty).push_bind(*planned)
@@ -229,9 +230,11 @@ impl Store {
             let rows: Vec<ClaimedFire> = with_pool!(self, pool => {
                 let mut qb = QueryBuilder::new(format!("SELECT {CLAIMED_COLS} FROM fires WHERE state = 'scheduled' AND owner = "));
                 qb.push_bind(node).push(" AND sched_key IN (");
+                // Padded by repeating the last key, to a length whose statement is cached.
                 let mut sep = qb.separated(", ");
-                for k in chunk {
-                    sep.push_bind(k.as_str());
+                let last = chunk[chunk.len() - 1].as_str();
+                for k in chunk.iter().map(String::as_str).chain(std::iter::repeat(last)).take(cached_len(chunk.len())) {
+                    sep.push_bind(k);
                 }
                 qb.push(")");
                 qb.build_query_as().fetch_all(pool).await?
