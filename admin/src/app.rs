@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState};
 use crate::beats::{self, Beats};
 use crate::config::Settings;
+use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
 use crate::model::now_ms;
 use crate::monitor;
@@ -124,19 +125,16 @@ pub async fn serve(
         .await?;
 
     let metrics = Arc::new(Metrics::default());
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .tcp_nodelay(true)
-        // Executors answer the protocol's POSTs directly; following redirects is a cost per
-        // request for nothing.
-        .redirect(reqwest::redirect::Policy::none())
+    // Executors get the protocol's client; webhooks (alarms) get reqwest.
+    let executors = ExecutorHttp::new(settings.dispatch_timeout());
+    let webhooks = reqwest::Client::builder()
         .connect_timeout(settings.dispatch_timeout())
         .build()?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();
     let (sink, writer) = results::start(store.clone(), metrics.clone(), events_tx.clone());
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
-        http,
+        executors,
         settings.clone(),
         access_token.clone(),
         metrics.clone(),
@@ -163,7 +161,7 @@ pub async fn serve(
         let store = store.clone();
         let dispatcher = dispatcher.clone();
         let settings = settings.clone();
-        let http = dispatcher.http().clone();
+        let http = webhooks.clone();
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(1_000);
             while events_rx.recv_many(&mut batch, 1_000).await > 0 {

@@ -12,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod cron;
 pub mod demo;
+pub mod executor_http;
 pub mod jobcache;
 pub mod metrics;
 pub mod model;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alarm;
 use crate::config::Settings;
+use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
 use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, TriggerType};
 use crate::schedule::Schedule;
@@ -163,7 +164,7 @@ pub struct LostRuns {
     pub dispatcher: Arc<Dispatcher>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
-    pub http: reqwest::Client,
+    pub http: ExecutorHttp,
     pub interval: Duration,
 }
 

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
 
 use crate::config::Settings;
+use crate::executor_http::ExecutorHttp;
 use crate::jobcache::JobCache;
 use crate::metrics::Metrics;
 use crate::model::{
@@ -216,7 +217,7 @@ struct Planned {
 /// Sends runs to executors; shared by the API, the scheduler and the retry loop.
 pub struct Dispatcher {
     store: Store,
-    http: reqwest::Client,
+    http: ExecutorHttp,
     settings: Arc<Settings>,
     access_token: String,
     router: Router,
@@ -238,7 +239,7 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(
         store: Store,
-        http: reqwest::Client,
+        http: ExecutorHttp,
         settings: Arc<Settings>,
         access_token: String,
         metrics: Arc<Metrics>,
@@ -301,7 +302,7 @@ impl Dispatcher {
         self.schedule_changed.notified().await;
     }
 
-    pub fn http(&self) -> &reqwest::Client {
+    pub fn http(&self) -> &ExecutorHttp {
         &self.http
     }
 
@@ -1209,7 +1210,7 @@ impl From<CallError> for String {
 /// POSTs a protocol request to `{address}{path}` and reads the envelope. A non-200 status or a
 /// body that is no envelope is an answer of a live executor; no answer is a transport error.
 pub async fn post_envelope<T: serde::de::DeserializeOwned>(
-    http: &reqwest::Client,
+    http: &ExecutorHttp,
     address: &str,
     path: &str,
     token: &str,
@@ -1217,32 +1218,21 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
     timeout: std::time::Duration,
 ) -> Result<Envelope<T>, CallError> {
     let url = format!("{}{path}", normalize_address(address));
-    let mut req = http.post(&url).timeout(timeout).json(body);
-    if !token.is_empty() {
-        req = req.header(protocol::ACCESS_TOKEN_HEADER, token);
-    }
     let answered = |message: String| CallError {
         transport: false,
         message,
     };
-    let resp = req.send().await.map_err(|e| {
-        let kind = if e.is_timeout() {
-            "timed out"
-        } else if e.is_connect() {
-            "connection refused"
-        } else {
-            "request failed"
-        };
-        CallError {
-            transport: true,
-            message: format!("{url}: {kind} ({e})"),
-        }
-    })?;
-    let status = resp.status();
-    let bytes = resp.bytes().await.map_err(|e| CallError {
+    let body = serde_json::to_vec(body).map_err(|e| CallError {
         transport: true,
-        message: format!("{url}: cannot read answer ({e})"),
+        message: format!("{url}: request failed (cannot encode the request: {e})"),
     })?;
+    let (status, bytes) = http
+        .post_json(&url, token, body, timeout)
+        .await
+        .map_err(|e| CallError {
+            transport: true,
+            message: format!("{url}: {} ({})", e.kind, e.detail),
+        })?;
     if !status.is_success() {
         return Err(answered(format!(
             "{url}: HTTP {status}: {}",
