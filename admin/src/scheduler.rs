@@ -288,9 +288,17 @@ impl Scheduler {
     async fn claim_loop(self: Arc<Self>, stop: CancellationToken) {
         loop {
             let started = now_ms();
-            if let Err(e) = self.pass().await {
-                tracing::warn!(error = %e, "scheduler pass failed");
-            }
+            // A pass held back by sends that are behind is not run again for a changed schedule
+            // before its second is up: while jobs are being created on an overloaded admin, each
+            // creation woke the claimer only to find it may not claim (up to a hundred times a
+            // second, two reads each).
+            let held_back = match self.pass().await {
+                Ok(held_back) => held_back,
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler pass failed");
+                    false
+                }
+            };
             tracing::debug!(
                 took_ms = now_ms() - started,
                 pending = self.pending(),
@@ -302,7 +310,7 @@ impl Scheduler {
                 let sleep_ms = (next - now_ms()).clamp(0, 1_000) as u64;
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = self.dispatcher.schedule_changed() => break,
+                    _ = self.dispatcher.schedule_changed(), if !held_back => break,
                     _ = tokio::time::sleep(Duration::from_millis(sleep_ms)) => {}
                 }
                 let now = now_ms();
@@ -338,10 +346,12 @@ impl Scheduler {
         self.prepare_lead_ms.store(lead, Ordering::Relaxed);
     }
 
-    /// Claims due fires, takes over orphaned ones and starts due retries.
-    async fn pass(&self) -> Result<(), StoreError> {
+    /// Claims due fires, takes over orphaned ones and starts due retries. Returns whether the
+    /// claims were held back because the sends are behind.
+    async fn pass(&self) -> Result<bool, StoreError> {
         let threshold = self.settings.misfire_threshold_ms;
         let tz = self.settings.timezone.clone();
+        let mut held_back = false;
         loop {
             // A lag measured more than a second ago is stale: nothing was sent since, so
             // nothing is queued either.
@@ -349,6 +359,7 @@ impl Scheduler {
             let lag_age = now_ms() - self.send_lag_at.load(Ordering::Relaxed);
             if lag > MAX_SEND_LAG_MS && lag_age < 1_000 {
                 tracing::debug!(lag_ms = lag, "sends are behind; not claiming");
+                held_back = true;
                 break;
             }
             // Each batch plans with the time it starts at: a pass under load takes long enough
@@ -405,7 +416,7 @@ impl Scheduler {
                 });
             }
         }
-        Ok(())
+        Ok(held_back)
     }
 
     /// Of the taken-over fires already later than the misfire threshold, keeps only the latest
