@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use sqlx::QueryBuilder;
 
 use super::{
-    cached_chunks, cached_len, list_page, update_joined, with_pool, with_read_pool, Done, Store,
-    StoreResult, JOINED_CHUNK,
+    cached_chunks, list_page, padded, update_joined, with_pool, with_read_pool, Done, Store,
+    StoreResult, ROWS_PER_STATEMENT,
 };
 use crate::model::{Fire, FireState, Run, RunState};
 
@@ -596,7 +596,7 @@ impl Store {
             };
             // Answer and result of the same run: one write.
             for ((result, (address, code, msg)), rows) in &merged {
-                for chunk in rows.chunks(JOINED_CHUNK) {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     let qb = update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
@@ -645,7 +645,7 @@ impl Store {
             }
             for ((st, (address, code, msg)), rows) in &answers {
                 let failed = *st == RunState::Failed.as_str();
-                for chunk in rows.chunks(JOINED_CHUNK) {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     // The state moves only from `triggering`. An accepted run needs one
                     // statement: its state assignment reads only its own column. A failed
                     // dispatch is also the run's end, whose columns are set only if the state
@@ -1002,14 +1002,8 @@ pub(crate) fn push_in<'a, DB: sqlx::Database>(
     // Elsewhere a `?` per id, the list padded to a cached length by repeating its last id.
     qb.push(format!(" AND {col} IN ("));
     let mut sep = qb.separated(", ");
-    let last = ids[ids.len() - 1];
-    for id in ids
-        .iter()
-        .copied()
-        .chain(std::iter::repeat(last))
-        .take(cached_len(ids.len()))
-    {
-        sep.push_bind(id);
+    for id in padded(ids, &ids[ids.len() - 1]) {
+        sep.push_bind(*id);
     }
     qb.push(")");
 }

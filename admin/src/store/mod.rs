@@ -143,9 +143,6 @@ impl Dialect {
 /// [`cached_chunks`] and [`cached_len`].
 pub(crate) const ROWS_PER_STATEMENT: usize = 512;
 
-/// Rows updated per [`update_joined`] statement.
-pub(crate) const JOINED_CHUNK: usize = ROWS_PER_STATEMENT;
-
 /// The length a list of `n` rows or ids (at most [`ROWS_PER_STATEMENT`]) is padded to: the next
 /// power of two.
 ///
@@ -156,6 +153,15 @@ pub(crate) const JOINED_CHUNK: usize = ROWS_PER_STATEMENT;
 /// once and then found in the cache.
 pub(crate) fn cached_len(n: usize) -> usize {
     n.next_power_of_two()
+}
+
+/// `items` followed by `fill` up to [`cached_len`] of them: the values of a list statement of a
+/// cached length.
+pub(crate) fn padded<'i, T>(items: &'i [T], fill: &'i T) -> impl Iterator<Item = &'i T> {
+    items
+        .iter()
+        .chain(std::iter::repeat(fill))
+        .take(cached_len(items.len()))
 }
 
 /// Cuts `items` into pieces of [`ROWS_PER_STATEMENT`] and powers of two below it, largest first,
@@ -197,11 +203,8 @@ where
     Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     // Padded to a cached length with rows whose id is NULL, which join no row.
-    let padded = rows
-        .iter()
-        .copied()
-        .chain(std::iter::repeat([None; N]))
-        .take(cached_len(rows.len()));
+    let no_row = [None; N];
+    let padded = padded(rows, &no_row);
     let push_rows = |qb: &mut sqlx::QueryBuilder<'a, DB>| match dialect {
         Dialect::Sqlite => {
             qb.push("(VALUES ");
@@ -209,7 +212,7 @@ where
                 qb.push(if i == 0 { "(" } else { ", (" });
                 let mut sep = qb.separated(", ");
                 for v in row {
-                    sep.push_bind(v);
+                    sep.push_bind(*v);
                 }
                 qb.push(")");
             }

@@ -8,8 +8,8 @@
 use sqlx::QueryBuilder;
 
 use super::{
-    cached_chunks, cached_len, update_joined, with_pool, with_read_pool, Dialect, Done, Store,
-    StoreResult, JOINED_CHUNK,
+    cached_chunks, padded, update_joined, with_pool, with_read_pool, Dialect, Done, Store,
+    StoreResult, ROWS_PER_STATEMENT,
 };
 use crate::model::{FireState, Job};
 
@@ -186,7 +186,7 @@ impl Store {
             // One statement per chunk of jobs instead of one per job: a statement costs a round
             // trip (on SQLite a hand-off to its worker thread), which dominated a pass at 10 000
             // jobs per second.
-            for chunk in advances.chunks(JOINED_CHUNK) {
+            for chunk in advances.chunks(ROWS_PER_STATEMENT) {
                 update_joined(dialect, "jobs", chunk, |qb| {
                     qb.push("next_fire_at = v.column3, last_fire_at = v.column4, enabled = v.column5");
                 }, " AND jobs.next_fire_at = v.column2")
@@ -232,9 +232,8 @@ impl Store {
                 qb.push_bind(node).push(" AND sched_key IN (");
                 // Padded by repeating the last key, to a length whose statement is cached.
                 let mut sep = qb.separated(", ");
-                let last = chunk[chunk.len() - 1].as_str();
-                for k in chunk.iter().map(String::as_str).chain(std::iter::repeat(last)).take(cached_len(chunk.len())) {
-                    sep.push_bind(k);
+                for k in padded(chunk, &chunk[chunk.len() - 1]) {
+                    sep.push_bind(k.as_str());
                 }
                 qb.push(")");
                 qb.build_query_as().fetch_all(pool).await?
