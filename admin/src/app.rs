@@ -125,9 +125,11 @@ pub async fn serve(
         .await?;
 
     let metrics = Arc::new(Metrics::default());
-    // Executors get the protocol's client; webhooks (alarms) get reqwest.
+    // Executors get the protocol's client; webhooks (alarms) get reqwest, which, as before,
+    // follows no redirect.
     let executors = ExecutorHttp::new(settings.dispatch_timeout());
     let webhooks = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(settings.dispatch_timeout())
         .build()?;
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();

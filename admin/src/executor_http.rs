@@ -13,6 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request, StatusCode, Uri};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
+use shardline_executor::protocol::{with_sources, ACCESS_TOKEN_HEADER};
 
 /// A POST that got no answer: `kind` says why in words the lost-run watch and the logs use
 /// ("timed out", "connection refused", "request failed"), `detail` is the error itself.
@@ -61,7 +62,7 @@ impl ExecutorHttp {
             .uri(uri)
             .header(header::CONTENT_TYPE, "application/json");
         if !token.is_empty() {
-            req = req.header(shardline_executor::protocol::ACCESS_TOKEN_HEADER, token);
+            req = req.header(ACCESS_TOKEN_HEADER, token);
         }
         let req = req
             .body(Full::new(Bytes::from(body)))
@@ -73,14 +74,14 @@ impl ExecutorHttp {
                 } else {
                     "request failed"
                 },
-                detail: error_chain(&e),
+                detail: with_sources(e.to_string(), &e),
             })?;
             let status = resp.status();
             let bytes = resp
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| failed(format!("cannot read answer: {}", error_chain(&e))))?
+                .map_err(|e| failed(with_sources(format!("cannot read answer: {e}"), &e)))?
                 .to_bytes();
             Ok((status, bytes))
         };
@@ -95,14 +96,77 @@ impl ExecutorHttp {
     }
 }
 
-/// An error with its sources ("client error (Connect): tcp connect error: Connection refused").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    const SHORT: Duration = Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn an_answer_comes_back_whole_with_its_status() {
+        let app = axum::Router::new().route(
+            "/run",
+            axum::routing::post(|headers: HeaderMap, body: String| async move {
+                let token = headers
+                    .get(ACCESS_TOKEN_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let json = headers
+                    .get(header::CONTENT_TYPE)
+                    .is_some_and(|v| v == "application/json");
+                (
+                    axum::http::StatusCode::IM_A_TEAPOT,
+                    format!("{token}|{json}|{body}"),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/run", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = ExecutorHttp::new(SHORT);
+        let (status, bytes) = http
+            .post_json(&url, "secret", br#"{"a":1}"#.to_vec(), SHORT)
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::IM_A_TEAPOT);
+        assert_eq!(&bytes[..], br#"secret|true|{"a":1}"#);
+        let (_, bytes) = http
+            .post_json(&url, "", b"{}".to_vec(), SHORT)
+            .await
+            .unwrap();
+        assert_eq!(&bytes[..], b"|true|{}", "no token header without a token");
     }
-    out
+
+    #[tokio::test]
+    async fn no_answer_is_named_as_the_lost_run_watch_reads_it() {
+        let http = ExecutorHttp::new(SHORT);
+        // Nobody listens on a port just released.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/beat", closed.local_addr().unwrap());
+        drop(closed);
+        let e = http.post_json(&url, "", vec![], SHORT).await.unwrap_err();
+        assert_eq!(e.kind, "connection refused", "{e:?}");
+        assert!(e.detail.contains("Connection refused"), "{e:?}");
+
+        // A listener that accepts and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/beat", silent.local_addr().unwrap());
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = silent.accept().await {
+                held.push(conn);
+            }
+        });
+        let e = http.post_json(&url, "", vec![], SHORT).await.unwrap_err();
+        assert_eq!(e.kind, "timed out", "{e:?}");
+        hold.abort();
+
+        let e = http
+            .post_json("http://bad host/run", "", vec![], SHORT)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, "request failed", "{e:?}");
+    }
 }

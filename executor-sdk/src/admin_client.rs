@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 use serde::Serialize;
 
-use crate::protocol::{Envelope, ACCESS_TOKEN_HEADER, APPNAME_HEADER};
+use crate::protocol::{with_sources, Envelope, ACCESS_TOKEN_HEADER, APPNAME_HEADER};
 
 /// Longest part of an unexpected reply body quoted in an error message.
 const BODY_EXCERPT_CHARS: usize = 200;
@@ -153,17 +153,12 @@ impl AdminClient {
 /// reqwest's `Display` hides the cause ("error sending request"); include the source chain so the
 /// log says "connection refused" or "timed out".
 fn transport_error(e: &reqwest::Error) -> String {
-    let mut msg = if e.is_timeout() {
+    let head = if e.is_timeout() {
         "timed out".to_string()
     } else {
         e.to_string()
     };
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let _ = write!(msg, ": {s}");
-        source = s.source();
-    }
-    msg
+    with_sources(head, e)
 }
 
 fn excerpt(text: &str) -> String {

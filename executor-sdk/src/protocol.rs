@@ -574,6 +574,20 @@ impl GlueType {
     }
 }
 
+/// How a call between admin and executor that got no answer is described: `head` (the error, or
+/// what it means, such as "timed out") and then every source of `e` (an HTTP client's own
+/// message hides the cause, "connection refused" among them, which readers of the text look for).
+pub fn with_sources(head: impl Into<String>, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = head.into();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 /// Compares an access token in constant time. An empty expected token disables the check, as in
 /// XXL-JOB (callers that require a token refuse an empty one at configuration time).
 pub fn token_matches(expected: &str, presented: Option<&str>) -> bool {
