@@ -693,10 +693,8 @@ impl Scheduler {
                 .map(|(_, id)| id)
                 .collect()
         };
-        for fire_id in pending {
-            if let Err(e) = self.store.unclaim(fire_id, &self.node).await {
-                tracing::warn!(error = %e, fire_id, "claim not released");
-            }
+        if let Err(e) = self.store.unclaim(&pending, &self.node).await {
+            tracing::warn!(error = %e, fires = pending.len(), "claims not given back; they will be taken over");
         }
     }
 

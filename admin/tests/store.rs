@@ -352,6 +352,113 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
     .await;
 }
 
+/// A shutdown gives its claims back in one go: the fires still `scheduled` and its own go, and
+/// each running job is due again at the earliest of them (more fires than one statement takes,
+/// so a job's fires span two transactions); a started fire, another admin's fire and a stopped
+/// job's schedule are left as they are.
+#[tokio::test]
+async fn claims_are_given_back_together_at_shutdown() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-unclaim"), 1).await.unwrap();
+        let t = 5_000;
+        let mut jobs = Vec::new();
+        for i in 0..300 {
+            jobs.push(due_job(&s, g, &format!("j{i}"), t + 1_000, t).await);
+        }
+        // Two fires per job, t+1000 and t+2000; the job is due next at t+3000.
+        let two_fires = |_: &Job| JobPlan {
+            fires: [t + 1_000, t + 2_000]
+                .into_iter()
+                .map(|planned_at| PlannedFire {
+                    planned_at,
+                    trigger_type: "CRON",
+                })
+                .collect(),
+            next_fire_at: Some(t + 3_000),
+            stop: false,
+        };
+        let (_, mut mine) = s
+            .claim_due("n1", t + 1_000, 10_000, 1_000, t, two_fires)
+            .await
+            .unwrap();
+        assert_eq!(mine.len(), 600, "{kind}");
+        // Another admin's claim.
+        let theirs_job = due_job(&s, g, "theirs", t + 1_000, t).await;
+        let (_, theirs) = s
+            .claim_due("n2", t + 1_000, 10_000, 10, t, two_fires)
+            .await
+            .unwrap();
+        assert_eq!(theirs.len(), 2, "{kind}");
+        // The first job's first fire is started (its runs stored): not given back.
+        mine.sort_by_key(|c| (c.planned_at, c.fire_id));
+        let started = mine
+            .iter()
+            .find(|c| c.job_id == jobs[0] && c.planned_at == t + 1_000)
+            .unwrap()
+            .fire_id;
+        s.add_runs_to_fires(
+            &[(started, jobs[0], g, vec![run(0, 1, "a")])],
+            t,
+            Some("n1"),
+        )
+        .await
+        .unwrap();
+        // The last job is stopped meanwhile: its claims go, its schedule stays stopped.
+        s.set_job_enabled(jobs[299], false, None, t).await.unwrap();
+        let ids: Vec<i64> = mine
+            .iter()
+            .map(|c| c.fire_id)
+            .chain(theirs.iter().map(|c| c.fire_id))
+            .collect();
+        let given_back = s.unclaim(&ids, "n1").await.unwrap();
+        assert_eq!(
+            given_back, 599,
+            "{kind}: every scheduled fire of n1 but the started one"
+        );
+        for c in &mine {
+            let row = s.get_fire(c.fire_id).await.unwrap();
+            assert_eq!(
+                row.is_some(),
+                c.fire_id == started,
+                "{kind}: fire {}",
+                c.fire_id
+            );
+        }
+        for c in &theirs {
+            assert!(
+                s.get_fire(c.fire_id).await.unwrap().is_some(),
+                "{kind}: n2 keeps its claims"
+            );
+        }
+        let next = |j: Job| (j.enabled, j.next_fire_at);
+        assert_eq!(
+            next(s.get_job(jobs[0]).await.unwrap()),
+            (1, Some(t + 2_000)),
+            "{kind}"
+        );
+        for j in &jobs[1..299] {
+            assert_eq!(
+                next(s.get_job(*j).await.unwrap()),
+                (1, Some(t + 1_000)),
+                "{kind}: job {j}"
+            );
+        }
+        assert_eq!(
+            next(s.get_job(jobs[299]).await.unwrap()),
+            (0, None),
+            "{kind}"
+        );
+        assert_eq!(
+            next(s.get_job(theirs_job).await.unwrap()),
+            (1, Some(t + 3_000)),
+            "{kind}"
+        );
+        // Given back already: nothing more to give.
+        assert_eq!(s.unclaim(&ids, "n1").await.unwrap(), 0, "{kind}");
+    })
+    .await;
+}
+
 /// A fire holds its claim's lease only while it is `scheduled`: the start (alone or with the
 /// runs) and a skip set it to 0, so the takeover, which looks fires up by lease, finds only the
 /// scheduled fires whose owner stopped renewing; a fire taken back to `scheduled` gets its lease

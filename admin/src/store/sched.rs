@@ -356,22 +356,51 @@ impl Store {
         Ok(())
     }
 
-    /// Gives a claim back (shutdown): the fire row goes and the job's next planned time moves back
-    /// to it, in one transaction.
-    pub async fn unclaim(&self, fire_id: i64, node: &str) -> StoreResult<()> {
+    /// Gives claims back (shutdown): the fire rows still `scheduled` and owned by `node` go, and
+    /// each job's next planned time moves back to the earliest of its fires given back (unless
+    /// it is earlier already, or the job was stopped), a transaction per chunk of fires. Returns
+    /// how many fires were given back. One fire at a time, an admin with a few seconds of claims
+    /// at 1 000 fires a second made about 4 000 statements on its way out.
+    pub async fn unclaim(&self, fire_ids: &[i64], node: &str) -> StoreResult<u64> {
+        let dialect = self.dialect();
         let begin = self.begin_write();
-        with_pool!(self, pool => {
-            let mut tx = pool.begin_with(begin).await?;
-            let row: Option<(i64, i64)> = sqlx::query_as("SELECT job_id, planned_at FROM fires WHERE id = ? AND state = 'scheduled' AND owner = ?")
-                .bind(fire_id).bind(node).fetch_optional(&mut *tx).await?;
-            if let Some((job_id, planned_at)) = row {
-                sqlx::query("DELETE FROM fires WHERE id = ?").bind(fire_id).execute(&mut *tx).await.map(Done::from)?;
-                sqlx::query("UPDATE jobs SET next_fire_at = ? WHERE id = ? AND enabled = 1 AND (next_fire_at IS NULL OR next_fire_at > ?)")
-                    .bind(planned_at).bind(job_id).bind(planned_at).execute(&mut *tx).await.map(Done::from)?;
-            }
-            tx.commit().await?;
-        });
-        Ok(())
+        let lock = match dialect {
+            Dialect::Sqlite => "",
+            Dialect::MySql => " FOR UPDATE",
+        };
+        let mut given_back = 0;
+        for chunk in fire_ids.chunks(ROWS_PER_STATEMENT) {
+            given_back += with_pool!(self, pool => {
+                let mut tx = pool.begin_with(begin).await?;
+                let mut sel = QueryBuilder::new("SELECT id, job_id, planned_at FROM fires WHERE state = 'scheduled' AND owner = ");
+                sel.push_bind(node);
+                super::fires::push_in(&mut sel, "id", chunk);
+                sel.push(lock);
+                let rows: Vec<(i64, i64, i64)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+                if !rows.is_empty() {
+                    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                    let mut del = QueryBuilder::new("DELETE FROM fires WHERE 1 = 1");
+                    super::fires::push_in(&mut del, "id", &ids);
+                    del.build().execute(&mut *tx).await?;
+                    let mut earliest: std::collections::BTreeMap<i64, i64> = Default::default();
+                    for (_, job, at) in &rows {
+                        let e = earliest.entry(*job).or_insert(*at);
+                        *e = (*e).min(*at);
+                    }
+                    let jobs: Vec<[Option<i64>; 2]> =
+                        earliest.into_iter().map(|(job, at)| [Some(job), Some(at)]).collect();
+                    for part in jobs.chunks(ROWS_PER_STATEMENT) {
+                        update_joined(dialect, "jobs", part, |qb| {
+                            qb.push("next_fire_at = v.column2");
+                        }, " AND jobs.enabled = 1 AND (jobs.next_fire_at IS NULL OR jobs.next_fire_at > v.column2)")
+                        .build().execute(&mut *tx).await?;
+                    }
+                }
+                tx.commit().await?;
+                rows.len() as u64
+            });
+        }
+        Ok(given_back)
     }
 
     /// Drops the not yet dispatched fires of a job (it was edited, stopped or deleted): those
