@@ -24,7 +24,7 @@ use crate::model::{
 use crate::results::{FireEvents, ResultSink};
 use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
-use crate::store::{FireEnded, NewRun, RunUpdate, Store, StoreError};
+use crate::store::{FireEnded, NewRun, Replacing, RunUpdate, Store, StoreError};
 
 /// Run requests in flight at once in a dispatch round, shared out among the executors it sends to
 /// (at least [`MIN_LANE_CONCURRENCY`] each): a burst reuses the pooled keep-alive connections
@@ -806,6 +806,7 @@ impl Dispatcher {
                 };
                 let token = self.token_for(&w.group);
                 let fire_id = w.fire_id;
+                let may_fail_over = fails_over_unanswered(w, run);
                 async move {
                     let started = Instant::now();
                     let started_ms = now_ms();
@@ -827,9 +828,7 @@ impl Dispatcher {
                     };
                     let took = started.elapsed();
                     let (state, code, msg, transport) = answer(result, &run.executor_address);
-                    // Stored as it comes, so that the executor's result, close behind, is
-                    // mostly written in the same row update.
-                    self.results.sent(RunUpdate {
+                    let update = RunUpdate {
                         run_id: run.id,
                         fire_id,
                         state,
@@ -838,8 +837,17 @@ impl Dispatcher {
                         trigger_msg: msg,
                         at: started_ms,
                         fire_sent_at: sent_at,
-                    });
-                    (state, transport, took, started_ms)
+                    };
+                    // Stored as it comes, so that the executor's result, close behind, is
+                    // mostly written in the same row update; an unanswered request that may
+                    // fail over is kept for the failover, which stores it with the new attempt.
+                    let kept = if transport && may_fail_over {
+                        Some(update)
+                    } else {
+                        self.results.sent(update);
+                        None
+                    };
+                    (state, transport, took, started_ms, kept)
                 }
             });
             // Collected first: a stream over the lazy iterator trips the compiler's Send check.
@@ -882,7 +890,7 @@ impl Dispatcher {
             let mut failed = Vec::new();
             let mut slow = Vec::new();
             for ((w, run), slot) in pending.iter().zip(results) {
-                let (state, transport, took, started_ms) = slot.expect("every send answered");
+                let (state, transport, took, started_ms, kept) = slot.expect("every send answered");
                 let first = first_sent.entry(w.fire_id).or_insert(started_ms);
                 *first = (*first).min(started_ms);
                 self.metrics
@@ -901,10 +909,40 @@ impl Dispatcher {
                         self.mark_unhealthy(&run.executor_address);
                     }
                     to_refresh.insert(w.fire_id);
-                    failed.push((w.clone(), run.clone(), transport));
+                    failed.push((w.clone(), run.clone(), kept));
                 }
             }
             self.count_slow(&slow);
+            // Failover: only transport failures of sharded fires move to another executor; a
+            // refusal by a live executor is the job's business (block strategy, unknown handler).
+            // An unanswered request with nowhere to go is stored as it is, with the others.
+            let unhealthy = self.unhealthy_set();
+            let mut next: Vec<(Arc<FireWork>, i64, NewRun, RunUpdate)> = Vec::new();
+            for (w, run, kept) in failed {
+                let Some(update) = kept else { continue };
+                let target = self
+                    .pick_failover_target(
+                        &w.targets,
+                        &unhealthy,
+                        Some(&run.executor_address),
+                        run.shard_index as usize,
+                    )
+                    .filter(|a| *a != run.executor_address && !unhealthy.contains(a));
+                let Some(address) = target else {
+                    self.results.sent(update);
+                    continue;
+                };
+                let new = NewRun {
+                    shard_index: run.shard_index,
+                    shard_total: run.shard_total,
+                    attempt: run.attempt + 1,
+                    executor_address: address,
+                    handler: run.handler.clone(),
+                    params: run.params.clone(),
+                    item_param: run.item_param.clone(),
+                };
+                next.push((w, run.id, new, update));
+            }
             // The answers, with each fire's send time, are stored before this round ends:
             // failover below reads them, and a later round keeps the first send time.
             if !self.results.flush().await {
@@ -922,46 +960,22 @@ impl Dispatcher {
                         .observe((at - w.planned_at).max(0) as u64);
                 }
             }
-            // Failover: only transport failures of sharded fires move to another executor; a
-            // refusal by a live executor is the job's business (block strategy, unknown handler).
-            let unhealthy = self.unhealthy_set();
-            let mut next: Vec<(Arc<FireWork>, i64, NewRun)> = Vec::new();
-            for (w, run, transport) in failed {
-                if !(transport && (is_sharded(&w.job) || run.executor_address.is_empty()))
-                    || w.targets.is_empty()
-                {
-                    continue;
-                }
-                let Some(address) = self.pick_failover_target(
-                    &w.targets,
-                    &unhealthy,
-                    Some(&run.executor_address),
-                    run.shard_index as usize,
-                ) else {
-                    continue;
-                };
-                if address == run.executor_address || unhealthy.contains(&address) {
-                    continue;
-                }
-                let new = NewRun {
-                    shard_index: run.shard_index,
-                    shard_total: run.shard_total,
-                    attempt: run.attempt + 1,
-                    executor_address: address,
-                    handler: run.handler.clone(),
-                    params: run.params.clone(),
-                    item_param: run.item_param.clone(),
-                };
-                next.push((w, run.id, new));
-            }
+            // The unanswered request and its new attempt are stored together: stored apart, a
+            // sibling's result in between made the fire look failed (and alarmed) before its
+            // failover.
             pending = Vec::with_capacity(next.len());
-            for (w, replaced, new) in next {
+            for (w, replaced, new, update) in next {
                 let Some(fire) = self.store.get_fire(w.fire_id).await? else {
                     continue;
                 };
                 let ids = self
                     .store
-                    .add_attempts(&fire, &[(replaced, new)], None, now_ms())
+                    .add_attempts(
+                        &fire,
+                        &[(replaced, new)],
+                        Replacing::Unanswered(std::slice::from_ref(&update)),
+                        now_ms(),
+                    )
                     .await?;
                 for r in self.store.runs_by_ids(&ids).await? {
                     pending.push((w.clone(), r));
@@ -1055,7 +1069,12 @@ impl Dispatcher {
             .collect();
         let ids = self
             .store
-            .add_attempts(fire, &pairs, lost, now_ms())
+            .add_attempts(
+                fire,
+                &pairs,
+                lost.map_or(Replacing::Ended, Replacing::Lost),
+                now_ms(),
+            )
             .await?;
         if ids.is_empty() {
             return Ok(ids);
@@ -1170,6 +1189,12 @@ fn answer(
         ),
         Err(e) => (RunState::Failed, 500, e.message, e.transport),
     }
+}
+
+/// Whether a run whose request gets no answer moves to another executor (shard failover): a run
+/// of a sharded fire, or one planned without an executor, where the fire has targets.
+fn fails_over_unanswered(w: &FireWork, run: &Run) -> bool {
+    (is_sharded(&w.job) || run.executor_address.is_empty()) && !w.targets.is_empty()
 }
 
 fn is_sharded(job: &Job) -> bool {

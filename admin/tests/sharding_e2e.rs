@@ -1394,3 +1394,90 @@ async fn max_node_calls_exactly_m_executors_whose_partitions_cover_the_table() {
     }
     admin.stop().await;
 }
+
+/// A broadcast to a registered executor that is dead: its item fails over, and the fire is never
+/// reported failed on the way (no failure alarm, no retry of the item), however soon the other
+/// items' results come in. The unanswered request used to be stored before its new attempt, and a
+/// sibling's result in between made the fire look failed: a third of such fires alarmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_is_never_reported_as_a_failure() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "quick-app").await;
+    // (fire, item) → how often it ran.
+    let ran: Arc<Mutex<BTreeMap<(String, i32), u32>>> = Arc::default();
+    let mut execs = Vec::new();
+    for _ in 0..3 {
+        let ran = ran.clone();
+        execs.push(
+            TestExecutor::start("quick-app", &admin.base, move |b| {
+                b.handler("quick", move |ctx| {
+                    let ran = ran.clone();
+                    async move {
+                        // The idempotency key is job:fire:item.
+                        let fire = ctx.idempotency_key().unwrap_or_default();
+                        let fire = fire.split(':').nth(1).unwrap_or_default().to_string();
+                        *ran.lock()
+                            .unwrap()
+                            .entry((fire, ctx.shard_index()))
+                            .or_default() += 1;
+                        JobResult::success()
+                    }
+                })
+            })
+            .await,
+        );
+    }
+    admin.wait_executors(gid, 3).await;
+    let dead = "http://127.0.0.1:1/";
+    let reg = admin
+        .http
+        .post(admin.url("/api/registry"))
+        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
+        .json(
+            &json!({"registryGroup": "EXECUTOR", "registryKey": "quick-app", "registryValue": dead}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    admin.wait_executors(gid, 4).await;
+    let jid = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "quick", "handler": "quick", "schedule_type": "NONE",
+                   "sharding_mode": "BROADCAST", "retry_count": 1, "retry_interval_s": 0}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let mut fires = Vec::new();
+    for _ in 0..30 {
+        fires.push(trigger(&admin, jid, json!({})).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for id in fires {
+        let fire = admin.wait_fire(id).await;
+        assert_eq!(fire["state"], "succeeded", "{fire}");
+        assert_eq!(fire["coverage"]["summary"], "4/4 items succeeded", "{fire}");
+        assert_eq!(fire["alarm_state"], 0, "reported failed on the way: {fire}");
+        let dead_item = runs(&fire)
+            .into_iter()
+            .find(|r| r["executor_address"] == dead)
+            .expect("the dead executor's item");
+        assert_eq!(dead_item["state"], "failed", "{fire}");
+        assert_eq!(dead_item["superseded"], 1, "{fire}");
+        assert_one_success_per_item(&fire);
+    }
+    // Let any retry a false failure would have planned come and go.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ran = ran.lock().unwrap().clone();
+    assert_eq!(ran.len(), 30 * 4, "{ran:?}");
+    assert!(ran.values().all(|n| *n == 1), "an item ran twice: {ran:?}");
+    for e in execs {
+        e.stop().await;
+    }
+    admin.stop().await;
+    db.cleanup().await;
+}

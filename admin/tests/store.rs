@@ -6,7 +6,7 @@ use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
     Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, JobPlan, NewRun, PlannedFire,
-    RunFilter, RunUpdate, Store, StoreError,
+    Replacing, RunFilter, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -733,7 +733,7 @@ async fn fires_runs_and_callbacks() {
                         ..run(2, 3, "b")
                     },
                 )],
-                None,
+                Replacing::Ended,
                 160,
             )
             .await
@@ -792,7 +792,7 @@ async fn fires_runs_and_callbacks() {
                         },
                     ),
                 ],
-                Some("lost: executor a stopped answering"),
+                Replacing::Lost("lost: executor a stopped answering"),
                 220,
             )
             .await
@@ -908,6 +908,141 @@ async fn statements_of_cached_lengths_write_exactly_their_rows() {
             states,
             vec![done.clone(), done.clone(), done, open.clone(), open],
             "{kind}: only the three runs answered and finished changed"
+        );
+    })
+    .await;
+}
+
+/// A request that got no answer is stored with its failover attempt, in one transaction: a
+/// sibling's result stored after it finds the item replaced, not failed, so the fire stays
+/// open (stored apart, the fire looked failed and was reported so before its failover).
+#[tokio::test]
+async fn an_unanswered_request_is_stored_with_its_failover() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-unanswered"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "unanswered"), 1).await.unwrap();
+        let (fire, ids) = s
+            .create_fire(
+                j,
+                g,
+                "CRON",
+                1_000,
+                None,
+                "",
+                None,
+                &[run(0, 2, "a"), run(1, 2, "dead")],
+                100,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let unanswered = RunUpdate {
+            run_id: ids[1],
+            fire_id: fire,
+            state: RunState::Failed,
+            executor_address: "dead".into(),
+            trigger_code: 500,
+            trigger_msg: "dead: connection refused".into(),
+            at: 111,
+            fire_sent_at: 110,
+        };
+        let f = s.get_fire(fire).await.unwrap().unwrap();
+        let new = s
+            .add_attempts(
+                &f,
+                &[(
+                    ids[1],
+                    NewRun {
+                        attempt: 1,
+                        ..run(1, 2, "b")
+                    },
+                )],
+                Replacing::Unanswered(std::slice::from_ref(&unanswered)),
+                120,
+            )
+            .await
+            .unwrap();
+        assert_eq!(new.len(), 1, "{kind}");
+        let old = s.get_run(ids[1]).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                old.state.as_str(),
+                old.superseded,
+                old.trigger_code,
+                old.trigger_msg.as_str(),
+                old.dispatched_at,
+                old.finished_at
+            ),
+            (
+                "failed",
+                1,
+                500,
+                "dead: connection refused",
+                Some(111),
+                Some(111)
+            ),
+            "{kind}"
+        );
+        let f = s.get_fire(fire).await.unwrap().unwrap();
+        assert_eq!(
+            (f.state.as_str(), f.dispatched_at),
+            ("running", Some(110)),
+            "{kind}"
+        );
+        // The sibling's answer and result: the fire stays open for the new attempt.
+        let accepted = RunUpdate {
+            run_id: ids[0],
+            state: RunState::Running,
+            executor_address: "a".into(),
+            trigger_code: 200,
+            trigger_msg: "accepted by a".into(),
+            ..unanswered.clone()
+        };
+        let (_, ended) = s
+            .store_results(&[accepted], &[(ids[0], 200, "ok".into())], 130)
+            .await
+            .unwrap();
+        assert!(ended.is_empty(), "{kind}: {ended:?}");
+        assert_eq!(
+            s.get_fire(fire).await.unwrap().unwrap().state,
+            "running",
+            "{kind}"
+        );
+        let (_, ended) = s
+            .store_results(&[], &[(new[0], 200, "ok".into())], 140)
+            .await
+            .unwrap();
+        assert_eq!(ended.len(), 1, "{kind}");
+        assert_eq!(
+            s.get_fire(fire).await.unwrap().unwrap().state,
+            "succeeded",
+            "{kind}"
+        );
+        // A request already ended is not ended again, and gets no replacement.
+        let f = s.get_fire(fire).await.unwrap().unwrap();
+        let again = s
+            .add_attempts(
+                &f,
+                &[(
+                    ids[0],
+                    NewRun {
+                        attempt: 1,
+                        ..run(0, 2, "b")
+                    },
+                )],
+                Replacing::Unanswered(&[RunUpdate {
+                    run_id: ids[0],
+                    ..unanswered.clone()
+                }]),
+                150,
+            )
+            .await
+            .unwrap();
+        assert!(again.is_empty(), "{kind}");
+        assert_eq!(
+            s.get_run(ids[0]).await.unwrap().unwrap().state,
+            "succeeded",
+            "{kind}"
         );
     })
     .await;

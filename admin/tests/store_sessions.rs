@@ -6,7 +6,7 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Job, RunState};
 use shardline_admin::store::sessions::{RunCounts, Session};
-use shardline_admin::store::{GroupInput, NewRun, Store};
+use shardline_admin::store::{GroupInput, NewRun, Replacing, Store};
 
 fn group(appname: &str) -> GroupInput {
     GroupInput {
@@ -291,7 +291,7 @@ async fn dashboard_aggregates_respect_scope() {
             ..run(1)
         };
         let r3 = store
-            .add_attempts(&fire1, &[(r1[1], retry)], None, t + 20)
+            .add_attempts(&fire1, &[(r1[1], retry)], Replacing::Ended, t + 20)
             .await
             .unwrap();
         store

@@ -44,6 +44,20 @@ pub struct RunUpdate {
     pub fire_sent_at: i64,
 }
 
+/// How the runs [`Store::add_attempts`] replaces end, written in the transaction that adds their
+/// replacements, so that no reader (the results writer refreshing the fire for a sibling's
+/// result) sees an item ended without its replacement, which would make the fire look failed.
+#[derive(Debug, Clone, Copy)]
+pub enum Replacing<'a> {
+    /// They have ended already (a retry of a failed run).
+    Ended,
+    /// They are declared lost with this message, if still open (their executor died).
+    Lost(&'a str),
+    /// Their requests got no answer: each one's failed send (matched by run id) is its end, if
+    /// it is still `triggering` (shard failover).
+    Unanswered(&'a [RunUpdate]),
+}
+
 /// A fire whose requests went out, as [`Store::store_results`] sees it.
 #[derive(Clone, Copy)]
 struct FireSend {
@@ -430,28 +444,39 @@ impl Store {
     }
 
     /// Adds new attempts to a fire, each replacing one of its runs (retries, failover), in one
-    /// transaction, and puts the fire back to `running`. With `lost`, each replaced run is first
-    /// declared lost with that message — only if it is still open: a run whose result arrived
-    /// meanwhile keeps it and gets no replacement. Doing both in one transaction means no reader
-    /// ever sees the item lost without its replacement (which would make the fire look failed).
-    /// Returns the ids of the new runs.
+    /// transaction, and puts the fire back to `running`. The replaced runs end as `replacing`
+    /// says, in the same transaction; one that is to be ended here but has ended already (its
+    /// result arrived meanwhile) keeps its end and gets no replacement. Returns the ids of the
+    /// new runs.
     pub async fn add_attempts(
         &self,
         fire: &Fire,
         pairs: &[(i64, NewRun)],
-        lost: Option<&str>,
+        replacing: Replacing<'_>,
         now: i64,
     ) -> StoreResult<Vec<i64>> {
         let ids = with_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             let mut ids = Vec::with_capacity(pairs.len());
+            let mut first_sent: Option<i64> = None;
             for (replaced, run) in pairs {
-                if let Some(msg) = lost {
-                    let n = sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
-                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected();
-                    if n == 0 {
-                        continue;
-                    }
+                let ended = match replacing {
+                    Replacing::Ended => 1,
+                    Replacing::Lost(msg) => sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
+                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
+                    Replacing::Unanswered(sends) => match sends.iter().find(|u| u.run_id == *replaced) {
+                        Some(u) => {
+                            first_sent = Some(first_sent.map_or(u.fire_sent_at, |t| t.min(u.fire_sent_at)));
+                            sqlx::query("UPDATE runs SET state = ?, executor_address = ?, trigger_code = ?, trigger_msg = ?, handle_msg = ?, dispatched_at = ?, finished_at = ? WHERE id = ? AND state = 'triggering'")
+                                .bind(RunState::Failed.as_str()).bind(&u.executor_address).bind(u.trigger_code)
+                                .bind(&u.trigger_msg).bind(&u.trigger_msg).bind(u.at).bind(u.at).bind(*replaced)
+                                .execute(&mut *tx).await?.rows_affected()
+                        }
+                        None => 0,
+                    },
+                };
+                if ended == 0 {
+                    continue;
                 }
                 sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*replaced).execute(&mut *tx).await?;
                 let row = [(fire.id, fire.job_id, fire.group_id, run)];
@@ -460,8 +485,10 @@ impl Store {
                 ids.push(res.insert_id());
             }
             if !ids.is_empty() {
-                sqlx::query("UPDATE fires SET state = ?, finished_at = 0 WHERE id = ?")
-                    .bind(FireState::Running.as_str()).bind(fire.id).execute(&mut *tx).await?;
+                // A fire whose first requests all went unanswered takes its send time here.
+                sqlx::query("UPDATE fires SET state = ?, finished_at = 0, dispatched_at = COALESCE(NULLIF(dispatched_at, 0), ?) WHERE id = ?")
+                    .bind(FireState::Running.as_str()).bind(first_sent.unwrap_or(0)).bind(fire.id)
+                    .execute(&mut *tx).await?;
             }
             tx.commit().await?;
             ids
