@@ -806,7 +806,6 @@ impl Dispatcher {
                 };
                 let token = self.token_for(&w.group);
                 let fire_id = w.fire_id;
-                let may_fail_over = fails_over_unanswered(w, run);
                 async move {
                     let started = Instant::now();
                     let started_ms = now_ms();
@@ -841,7 +840,7 @@ impl Dispatcher {
                     // Stored as it comes, so that the executor's result, close behind, is
                     // mostly written in the same row update; an unanswered request that may
                     // fail over is kept for the failover, which stores it with the new attempt.
-                    let kept = if transport && may_fail_over {
+                    let kept = if transport && fails_over_unanswered(w, run) {
                         Some(update)
                     } else {
                         self.results.sent(update);
@@ -932,19 +931,10 @@ impl Dispatcher {
                     self.results.sent(update);
                     continue;
                 };
-                let new = NewRun {
-                    shard_index: run.shard_index,
-                    shard_total: run.shard_total,
-                    attempt: run.attempt + 1,
-                    executor_address: address,
-                    handler: run.handler.clone(),
-                    params: run.params.clone(),
-                    item_param: run.item_param.clone(),
-                };
-                next.push((w, run.id, new, update));
+                next.push((w, run.id, NewRun::next_attempt(&run, address), update));
             }
-            // The answers, with each fire's send time, are stored before this round ends:
-            // failover below reads them, and a later round keeps the first send time.
+            // The answers, with each fire's send time, are stored before this round ends, so a
+            // later round (the failovers below) keeps the first send time.
             if !self.results.flush().await {
                 return Err(StoreError::NotStored(
                     "the answers to run requests were not stored",
@@ -1055,16 +1045,7 @@ impl Dispatcher {
                 let address = self
                     .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
                     .unwrap_or_default();
-                let new = NewRun {
-                    shard_index: r.shard_index,
-                    shard_total: r.shard_total,
-                    attempt: r.attempt + 1,
-                    executor_address: address,
-                    handler: r.handler.clone(),
-                    params: r.params.clone(),
-                    item_param: r.item_param.clone(),
-                };
-                (r.id, new)
+                (r.id, NewRun::next_attempt(r, address))
             })
             .collect();
         let ids = self

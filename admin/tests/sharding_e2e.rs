@@ -197,6 +197,22 @@ async fn processes(n: usize, appname: &str, admin: &TestAdmin, gid: i64) -> Vec<
 // ---------------------------------------------------------------------------------------------
 // Admin helpers
 
+/// Registers an executor of `appname` at an address nobody listens on (it refuses connections)
+/// and returns that address, which sorts before every live executor's.
+async fn register_dead(admin: &TestAdmin, appname: &str) -> &'static str {
+    let dead = "http://127.0.0.1:1/";
+    let reg = admin
+        .http
+        .post(admin.url("/api/registry"))
+        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
+        .json(&json!({"registryGroup": "EXECUTOR", "registryKey": appname, "registryValue": dead}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    dead
+}
+
 async fn group(admin: &TestAdmin, appname: &str) -> i64 {
     admin
         .post("/groups", json!({"appname": appname, "title": appname}))
@@ -1335,18 +1351,7 @@ async fn max_node_calls_exactly_m_executors_whose_partitions_cover_the_table() {
     // A dead executor that is still registered, at the lowest address so maxNode picks it: its
     // shard runs on a live executor with the same index and total, and the table is still
     // covered exactly once.
-    let dead = "http://127.0.0.1:1/";
-    let reg = admin
-        .http
-        .post(admin.url("/api/registry"))
-        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-        .json(
-            &json!({"registryGroup": "EXECUTOR", "registryKey": "wide-app", "registryValue": dead}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    let dead = register_dead(&admin, "wide-app").await;
     admin.wait_executors(gid, 21).await;
     for n in table.iter() {
         n.store(0, Ordering::Relaxed);
@@ -1430,18 +1435,7 @@ async fn a_failover_is_never_reported_as_a_failure() {
         );
     }
     admin.wait_executors(gid, 3).await;
-    let dead = "http://127.0.0.1:1/";
-    let reg = admin
-        .http
-        .post(admin.url("/api/registry"))
-        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-        .json(
-            &json!({"registryGroup": "EXECUTOR", "registryKey": "quick-app", "registryValue": dead}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    let dead = register_dead(&admin, "quick-app").await;
     admin.wait_executors(gid, 4).await;
     let jid = admin
         .post(

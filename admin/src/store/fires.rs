@@ -27,6 +27,22 @@ pub struct NewRun {
     pub item_param: Option<String>,
 }
 
+impl NewRun {
+    /// The next attempt of `run`'s item (same index, total and parameters) on `executor_address`:
+    /// a failover or a retry.
+    pub fn next_attempt(run: &Run, executor_address: String) -> NewRun {
+        NewRun {
+            shard_index: run.shard_index,
+            shard_total: run.shard_total,
+            attempt: run.attempt + 1,
+            executor_address,
+            handler: run.handler.clone(),
+            params: run.params.clone(),
+            item_param: run.item_param.clone(),
+        }
+    }
+}
+
 /// The result of sending a run to its executor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunUpdate {
