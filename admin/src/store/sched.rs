@@ -85,6 +85,14 @@ type JobAdvance = [Option<i64>; 5];
 
 /// The columns of a due job that planning reads: its schedule and misfire policy (a whole job is
 /// 32 columns, and the claim reads every due job).
+/// The scheduled fires whose lease ran out. `claim_expires_at > 0` is also the condition of the
+/// partial index `idx_fires_lease` on SQLite (only leased fires have an entry), so it must stay.
+const EXPIRED_LEASES: &str = "SELECT id FROM fires WHERE claim_expires_at > 0 AND claim_expires_at < ? AND state = 'scheduled' ORDER BY planned_at LIMIT ?";
+
+/// Runs whose retry is due; `retry_at IS NOT NULL` is the condition of the partial index
+/// `idx_runs_retry` on SQLite, so it must stay.
+const DUE_RETRIES: &str = "SELECT id, retry_at FROM runs WHERE retry_at IS NOT NULL AND retry_at <= ? AND superseded = 0 ORDER BY retry_at LIMIT ?";
+
 const DUE_COLS: &str = "id, group_id, schedule_type, schedule_conf, timezone, misfire_strategy, next_fire_at, last_fire_at, updated_at";
 
 #[derive(sqlx::FromRow)]
@@ -254,8 +262,7 @@ impl Store {
         // Usually nothing has expired: the look runs on a reader, and the write transaction is
         // only opened for fires to take. It goes by lease: a fire's lease is 0 once it left
         // `scheduled`, so the range holds only scheduled fires, however long the history.
-        let candidates: Vec<i64> = with_read_pool!(self, pool => sqlx::query_scalar(
-            "SELECT id FROM fires WHERE claim_expires_at > 0 AND claim_expires_at < ? AND state = 'scheduled' ORDER BY planned_at LIMIT ?")
+        let candidates: Vec<i64> = with_read_pool!(self, pool => sqlx::query_scalar(EXPIRED_LEASES)
             .bind(now).bind(limit).fetch_all(pool).await)?;
         if candidates.is_empty() {
             return Ok(Vec::new());
@@ -439,8 +446,7 @@ impl Store {
 
     /// Runs whose retry time has come, oldest first.
     pub async fn due_retries(&self, now: i64, limit: i64) -> StoreResult<Vec<(i64, i64)>> {
-        Ok(with_read_pool!(self, pool => sqlx::query_as(
-            "SELECT id, retry_at FROM runs WHERE retry_at IS NOT NULL AND retry_at <= ? AND superseded = 0 ORDER BY retry_at LIMIT ?")
+        Ok(with_read_pool!(self, pool => sqlx::query_as(DUE_RETRIES)
             .bind(now).bind(limit).fetch_all(pool).await)?)
     }
 
@@ -498,5 +504,41 @@ impl Store {
             with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
             .bind(unsent_before).bind(limit).fetch_all(pool).await)?,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Store, DUE_RETRIES, EXPIRED_LEASES};
+
+    /// The two sweeps run every second over tables that keep their history; each must read its
+    /// partial index (a handful of entries), never the table.
+    #[tokio::test]
+    async fn sweeps_read_their_partial_indexes_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/s.db", dir.path().display()))
+            .await
+            .unwrap();
+        let crate::store::Db::Sqlite { read, .. } = &store.db else {
+            unreachable!("a SQLite URL gives a SQLite store")
+        };
+        for (sql, index) in [
+            (EXPIRED_LEASES, "idx_fires_lease"),
+            (DUE_RETRIES, "idx_runs_retry"),
+        ] {
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(&format!("EXPLAIN QUERY PLAN {sql}"))
+                    .bind(0i64)
+                    .bind(10i64)
+                    .fetch_all(read)
+                    .await
+                    .unwrap();
+            let details: Vec<&str> = plan.iter().map(|r| r.3.as_str()).collect();
+            assert!(
+                details.iter().any(|d| d.contains(index))
+                    && !details.iter().any(|d| d.starts_with("SCAN")),
+                "{sql}: {details:?}"
+            );
+        }
     }
 }
