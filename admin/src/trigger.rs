@@ -954,19 +954,39 @@ impl Dispatcher {
             // sibling's result in between made the fire look failed (and alarmed) before its
             // failover.
             pending = Vec::with_capacity(next.len());
-            for (w, replaced, new, update) in next {
-                let Some(fire) = self.store.get_fire(w.fire_id).await? else {
-                    continue;
+            let mut next = next.into_iter();
+            while let Some((w, replaced, new, update)) = next.next() {
+                let stored = match self.store.get_fire(w.fire_id).await {
+                    Ok(Some(fire)) => self
+                        .store
+                        .add_attempts(
+                            &fire,
+                            &[(replaced, new)],
+                            Replacing::Unanswered(std::slice::from_ref(&update)),
+                            now_ms(),
+                        )
+                        .await
+                        .map(Some),
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(e),
                 };
-                let ids = self
-                    .store
-                    .add_attempts(
-                        &fire,
-                        &[(replaced, new)],
-                        Replacing::Unanswered(std::slice::from_ref(&update)),
-                        now_ms(),
-                    )
-                    .await?;
+                let ids = match stored {
+                    Ok(Some(ids)) => ids,
+                    Ok(None) => {
+                        self.results.sent(update);
+                        continue;
+                    }
+                    Err(e) => {
+                        // The answers are not lost with the failover: they go the usual way,
+                        // so their runs end failed instead of staying `triggering` until the
+                        // lost-run watch finds them.
+                        self.results.sent(update);
+                        for (_, _, _, update) in next {
+                            self.results.sent(update);
+                        }
+                        return Err(e);
+                    }
+                };
                 for r in self.store.runs_by_ids(&ids).await? {
                     pending.push((w.clone(), r));
                 }
