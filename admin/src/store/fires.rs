@@ -167,8 +167,10 @@ macro_rules! refresh_in_tx {
             push_in(&mut qb, "id", chunk);
             qb.push(lock);
             current = qb.build_query_as().fetch_all(&mut *$tx).await?;
-            let mut qb =
-                QueryBuilder::new("SELECT fire_id, state, COUNT(*) FROM runs WHERE superseded = 0");
+            let mut qb = QueryBuilder::new(format!(
+                "SELECT fire_id, state, COUNT(*) FROM {} WHERE superseded = 0",
+                super::Dialect::MySql.runs_by_fire()
+            ));
             push_in(&mut qb, "fire_id", chunk);
             qb.push(" GROUP BY fire_id, state");
             let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
@@ -387,8 +389,9 @@ impl Store {
         if !insert_returning {
             let fire_ids: Vec<i64> = started.iter().copied().collect();
             for chunk in fire_ids.chunks(500) {
+                let runs = self.dialect().runs_by_fire();
                 let got: Vec<(i64, i64, i64)> = with_read_pool!(self, pool => {
-                    let mut qb = QueryBuilder::new("SELECT id, fire_id, shard_index FROM runs WHERE superseded = 0");
+                    let mut qb = QueryBuilder::new(format!("SELECT id, fire_id, shard_index FROM {runs} WHERE superseded = 0"));
                     push_in(&mut qb, "fire_id", chunk);
                     qb.build_query_as().fetch_all(pool).await?
                 });
@@ -432,9 +435,10 @@ impl Store {
     /// The current runs of several fires, by fire then item.
     pub async fn runs_of_fires(&self, fire_ids: &[i64]) -> StoreResult<Vec<Run>> {
         let mut out = Vec::new();
+        let runs = self.dialect().runs_by_fire();
         for chunk in fire_ids.chunks(500) {
             let rows = with_read_pool!(self, pool => {
-                let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE superseded = 0"));
+                let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM {runs} WHERE superseded = 0"));
                 push_in(&mut qb, "fire_id", chunk);
                 qb.push(" ORDER BY fire_id, shard_index, id");
                 qb.build_query_as::<Run>().fetch_all(pool).await?
