@@ -967,8 +967,7 @@ impl Dispatcher {
                         )
                         .await
                         .map(Some),
-                    Ok(None) => Ok(None),
-                    Err(e) => Err(e),
+                    gone_or_error => gone_or_error.map(|_| None),
                 };
                 let ids = match stored {
                     Ok(Some(ids)) => ids,

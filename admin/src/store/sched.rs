@@ -83,8 +83,6 @@ where
 /// `last_fire_at` and whether it stays enabled.
 type JobAdvance = [Option<i64>; 5];
 
-/// The columns of a due job that planning reads: its schedule and misfire policy (a whole job is
-/// 32 columns, and the claim reads every due job).
 /// The scheduled fires whose lease ran out. `claim_expires_at > 0` is also the condition of the
 /// partial index `idx_fires_lease` on SQLite (only leased fires have an entry), so it must stay.
 const EXPIRED_LEASES: &str = "SELECT id FROM fires WHERE claim_expires_at > 0 AND claim_expires_at < ? AND state = 'scheduled' ORDER BY planned_at LIMIT ?";
@@ -93,6 +91,8 @@ const EXPIRED_LEASES: &str = "SELECT id FROM fires WHERE claim_expires_at > 0 AN
 /// `idx_runs_retry` on SQLite, so it must stay.
 const DUE_RETRIES: &str = "SELECT id, retry_at FROM runs WHERE retry_at IS NOT NULL AND retry_at <= ? AND superseded = 0 ORDER BY retry_at LIMIT ?";
 
+/// The columns of a due job that planning reads: its schedule and misfire policy (a whole job is
+/// 32 columns, and the claim reads every due job).
 const DUE_COLS: &str = "id, group_id, schedule_type, schedule_conf, timezone, misfire_strategy, next_fire_at, last_fire_at, updated_at";
 
 #[derive(sqlx::FromRow)]
