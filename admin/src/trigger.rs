@@ -956,8 +956,11 @@ impl Dispatcher {
             pending = Vec::with_capacity(next.len());
             let mut next = next.into_iter();
             while let Some((w, replaced, new, update)) = next.next() {
-                let stored = match self.store.get_fire(w.fire_id).await {
-                    Ok(Some(fire)) => self
+                let stored: Result<Option<Vec<Run>>, StoreError> = async {
+                    let Some(fire) = self.store.get_fire(w.fire_id).await? else {
+                        return Ok(None);
+                    };
+                    let ids = self
                         .store
                         .add_attempts(
                             &fire,
@@ -965,29 +968,25 @@ impl Dispatcher {
                             Replacing::Unanswered(std::slice::from_ref(&update)),
                             now_ms(),
                         )
-                        .await
-                        .map(Some),
-                    gone_or_error => gone_or_error.map(|_| None),
-                };
-                let ids = match stored {
-                    Ok(Some(ids)) => ids,
-                    Ok(None) => {
-                        self.results.sent(update);
-                        continue;
-                    }
+                        .await?;
+                    Ok(Some(self.store.runs_by_ids(&ids).await?))
+                }
+                .await;
+                match stored {
+                    Ok(Some(runs)) => pending.extend(runs.into_iter().map(|r| (w.clone(), r))),
+                    Ok(None) => self.results.sent(update),
                     Err(e) => {
-                        // The answers are not lost with the failover: they go the usual way,
-                        // so their runs end failed instead of staying `triggering` until the
-                        // lost-run watch finds them.
+                        // The answers are not lost with the failover: they go the usual way, so
+                        // their runs end failed instead of staying `triggering` until the
+                        // lost-run watch finds them. An answer already stored with its new
+                        // attempt changes nothing again (it moves a run only out of
+                        // `triggering`, and writes the same send fields).
                         self.results.sent(update);
                         for (_, _, _, update) in next {
                             self.results.sent(update);
                         }
                         return Err(e);
                     }
-                };
-                for r in self.store.runs_by_ids(&ids).await? {
-                    pending.push((w.clone(), r));
                 }
             }
         }
