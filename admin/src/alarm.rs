@@ -1,11 +1,44 @@
-//! Alarms for failed fires: webhooks in the generic JSON shape or the DingTalk, WeCom, Feishu and
-//! Slack shapes, chosen by the target URL. Sent once per failed fire, after its retries.
+//! Alarms for failed fires, sent once per failed fire after its retries, to each of the job's
+//! targets: webhooks (the generic JSON shape, or the DingTalk, WeCom, Feishu and Slack shapes,
+//! chosen by the target URL) and e-mail through the configured SMTP relay.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use lettre::message::{header::ContentType, Mailbox};
+use lettre::{Address, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde_json::{json, Value};
 
 use crate::config::Settings;
 use crate::model::{Fire, Job, Run};
 
+/// One of a job's alarm targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Webhook(String),
+    Email(Address),
+}
+
+/// Parses a job's comma-separated alarm targets: each is an `http(s)://` URL or an e-mail address
+/// (optionally as `mailto:`). The message names the first target that is neither.
+pub fn parse_targets(list: &str) -> Result<Vec<Target>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            if t.starts_with("http://") || t.starts_with("https://") {
+                reqwest::Url::parse(t)
+                    .map(|_| Target::Webhook(t.to_string()))
+                    .map_err(|e| format!("{t:?} is not a valid URL: {e}"))
+            } else {
+                let addr = t.strip_prefix("mailto:").unwrap_or(t);
+                addr.parse::<Address>()
+                    .map(Target::Email)
+                    .map_err(|_| format!("{t:?} is neither an http(s) URL nor an e-mail address"))
+            }
+        })
+        .collect()
+}
 /// Which body a webhook target expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -92,45 +125,136 @@ pub fn body(shape: Shape, job: &Job, fire: &Fire, runs: &[Run]) -> Value {
     }
 }
 
-/// Sends the alarm of a failed fire to every webhook target of the job. Targets that are not
-/// URLs (e-mail addresses) are logged: e-mail delivery needs an SMTP relay, which this admin does
-/// not configure.
-pub async fn send(
-    http: &reqwest::Client,
-    settings: &Settings,
-    job: &Job,
-    fire: &Fire,
-    runs: &[Run],
-) {
-    tracing::warn!(
-        job_id = job.id,
-        fire_id = fire.id,
-        "{}",
-        text(job, fire, runs)
-    );
-    for target in job
-        .alarm_targets
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        if target.starts_with("http://") || target.starts_with("https://") {
-            let result = http
-                .post(target)
-                .timeout(settings.dispatch_timeout())
-                .json(&body(Shape::of(target), job, fire, runs))
-                .send()
-                .await;
-            match result {
-                Ok(r) if r.status().is_success() => {}
-                Ok(r) => tracing::warn!(target, status = %r.status(), "alarm webhook refused"),
-                Err(e) => tracing::warn!(target, error = %e, "alarm webhook failed"),
+/// The e-mail side: the SMTP relay and the sender.
+struct Mail {
+    relay: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+}
+
+/// Sends alarms. Built once at start-up, where a bad SMTP setting stops the admin with its reason.
+pub struct Alarms {
+    timeout: Duration,
+    /// Built at the first webhook: loading the system's trust roots costs memory an admin that
+    /// never alarms need not hold.
+    webhooks: tokio::sync::OnceCell<reqwest::Client>,
+    mail: Option<Mail>,
+}
+
+/// How long one e-mail may take (connect, TLS, the SMTP exchange): relays answer slower than
+/// executors, and alarms are sent off the follow-up path.
+const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Alarms {
+    pub fn new(settings: &Settings) -> anyhow::Result<Alarms> {
+        let mail = match settings.smtp_url.as_deref().filter(|u| !u.is_empty()) {
+            None => None,
+            Some(url) => {
+                let relay = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+                    .map_err(|e| anyhow::anyhow!("SHARDLINE_SMTP_URL: {e}"))?
+                    .timeout(Some(SMTP_TIMEOUT))
+                    .build();
+                let from = settings.smtp_from.as_deref().unwrap_or("");
+                if from.is_empty() {
+                    anyhow::bail!("SHARDLINE_SMTP_FROM (the alarms' sender address) is required with SHARDLINE_SMTP_URL");
+                }
+                let from = from
+                    .parse::<Mailbox>()
+                    .map_err(|e| anyhow::anyhow!("SHARDLINE_SMTP_FROM {from:?}: {e}"))?;
+                Some(Mail { relay, from })
             }
-        } else {
-            tracing::warn!(
-                target,
-                "alarm target is not a webhook URL; e-mail alarms are not sent"
-            );
+        };
+        Ok(Alarms {
+            timeout: settings.dispatch_timeout(),
+            webhooks: tokio::sync::OnceCell::new(),
+            mail,
+        })
+    }
+
+    /// Sends the alarm of a failed fire to every target of its job, in a task of its own, so
+    /// that a slow relay or webhook does not hold back the other fires' follow-ups. Failures
+    /// are logged: the fire's alarm is claimed already and is not sent twice.
+    pub fn send(self: &Arc<Self>, job: &Job, fire: &Fire, runs: &[Run]) {
+        let text = text(job, fire, runs);
+        tracing::warn!(job_id = job.id, fire_id = fire.id, "{text}");
+        let targets = match parse_targets(&job.alarm_targets) {
+            Ok(t) => t,
+            Err(e) => {
+                // Jobs are checked when saved; this is a row written otherwise.
+                tracing::warn!(job_id = job.id, error = %e, "alarm targets unreadable; no alarm sent");
+                return;
+            }
+        };
+        if targets.is_empty() {
+            return;
+        }
+        let this = self.clone();
+        let (job, fire, runs) = (job.clone(), fire.clone(), runs.to_vec());
+        tokio::spawn(async move {
+            for target in &targets {
+                match target {
+                    Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
+                    Target::Email(to) => this.mail(to, &job, &fire, &text).await,
+                }
+            }
+        });
+    }
+
+    async fn post(&self, url: &str, job: &Job, fire: &Fire, runs: &[Run]) {
+        let client = self
+            .webhooks
+            .get_or_try_init(|| async {
+                // As for executors, a webhook's redirect is not followed.
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(self.timeout)
+                    .build()
+            })
+            .await;
+        let client = match client {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(target = url, error = %e, "alarm webhook client failed");
+                return;
+            }
+        };
+        let result = client
+            .post(url)
+            .timeout(self.timeout)
+            .json(&body(Shape::of(url), job, fire, runs))
+            .send()
+            .await;
+        match result {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => tracing::warn!(target = url, status = %r.status(), "alarm webhook refused"),
+            Err(e) => tracing::warn!(target = url, error = %e, "alarm webhook failed"),
+        }
+    }
+
+    async fn mail(&self, to: &Address, job: &Job, fire: &Fire, text: &str) {
+        let Some(mail) = &self.mail else {
+            tracing::warn!(target = %to, "e-mail alarm not sent: no SMTP relay is configured (SHARDLINE_SMTP_URL)");
+            return;
+        };
+        let message = Message::builder()
+            .from(mail.from.clone())
+            .to(Mailbox::new(None, to.clone()))
+            .subject(format!(
+                "Shardline alarm: job {} \"{}\" fire {} failed",
+                job.id, job.name, fire.id
+            ))
+            .header(ContentType::TEXT_PLAIN)
+            .body(text.to_string());
+        let result = match message {
+            Ok(m) => mail
+                .relay
+                .send(m)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = result {
+            tracing::warn!(target = %to, error = %e, "e-mail alarm failed");
         }
     }
 }
@@ -158,5 +282,25 @@ mod tests {
             Shape::Slack
         );
         assert_eq!(Shape::of("http://127.0.0.1:9/alarm"), Shape::Generic);
+    }
+
+    #[test]
+    fn targets_are_urls_or_addresses() {
+        let t =
+            parse_targets(" https://hooks.slack.com/services/x , ops@example.com,mailto:a@b.org,")
+                .unwrap();
+        assert_eq!(
+            t,
+            vec![
+                Target::Webhook("https://hooks.slack.com/services/x".into()),
+                Target::Email("ops@example.com".parse().unwrap()),
+                Target::Email("a@b.org".parse().unwrap()),
+            ]
+        );
+        assert_eq!(parse_targets("").unwrap(), vec![]);
+        let err = parse_targets("ops@example.com, pager").unwrap_err();
+        assert!(err.contains("\"pager\""), "{err}");
+        assert!(parse_targets("a@@b").is_err());
+        assert!(parse_targets("http://").is_err());
     }
 }

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::alarm::Alarms;
 use crate::api::{self, AppState};
 use crate::beats::{self, Beats};
 use crate::config::Settings;
@@ -89,6 +90,8 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // Settings checked before the database is touched, so a bad one stops the admin at once.
+    settings.validate()?;
     let (store, access_token, first) = prepare(&settings).await?;
     if let Some(p) = &first.admin_password {
         println!("================================================================");
@@ -125,13 +128,8 @@ pub async fn serve(
         .await?;
 
     let metrics = Arc::new(Metrics::default());
-    // Executors get the protocol's client; webhooks (alarms) get reqwest, which, as before,
-    // follows no redirect.
     let executors = ExecutorHttp::new(settings.dispatch_timeout());
-    let webhooks = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(settings.dispatch_timeout())
-        .build()?;
+    let alarms = Arc::new(Alarms::new(&settings)?);
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<FireEnded>();
     let (sink, writer) = results::start(store.clone(), metrics.clone(), events_tx.clone());
     let dispatcher = Arc::new(Dispatcher::new(
@@ -163,12 +161,12 @@ pub async fn serve(
         let store = store.clone();
         let dispatcher = dispatcher.clone();
         let settings = settings.clone();
-        let http = webhooks.clone();
+        let alarms = alarms.clone();
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(1_000);
             while events_rx.recv_many(&mut batch, 1_000).await > 0 {
                 if let Err(e) =
-                    monitor::on_fires_final(&store, &dispatcher, &settings, &http, &batch).await
+                    monitor::on_fires_final(&store, &dispatcher, &settings, &alarms, &batch).await
                 {
                     tracing::warn!(error = %e, fires = batch.len(), "fire follow-up failed");
                 }

@@ -196,6 +196,21 @@ pub struct Settings {
     )]
     pub lost_check_ms: u64,
 
+    /// SMTP relay for e-mail alarms: `smtps://user:pass@host:465` (TLS),
+    /// `smtp://user:pass@host:587?tls=required` (STARTTLS) or `smtp://host:25` (plain, for a relay
+    /// on the local network). Unset: e-mail targets are logged, not sent.
+    #[arg(
+        long,
+        env = "SHARDLINE_SMTP_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    pub smtp_url: Option<String>,
+
+    /// Sender of e-mail alarms (`alarms@example.com` or `Shardline <alarms@example.com>`).
+    #[arg(long, env = "SHARDLINE_SMTP_FROM", global = true)]
+    pub smtp_from: Option<String>,
+
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "SHARDLINE_MAX_BODY_BYTES", default_value_t = 5 * 1024 * 1024, global = true)]
     pub max_body_bytes: usize,
@@ -221,6 +236,8 @@ impl Settings {
         if self.dispatch_timeout_ms == 0 {
             anyhow::bail!("SHARDLINE_DISPATCH_TIMEOUT_MS must be at least 1");
         }
+        // The SMTP relay's URL and sender, read as the alarms will read them.
+        crate::alarm::Alarms::new(self)?;
         Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! hyper's pooled client, not reqwest: reqwest parsed every request's URL three times (the
 //! address given, again in its redirect layer even with redirects off, and once more for the
 //! response), 5 % of the admin's instructions at 100 runs a second (callgrind), and executors
-//! are plain HTTP (the admin never had a TLS client for them). Webhook alarms keep reqwest.
+//! are plain HTTP, as XXL-JOB's are. Alarms use reqwest, with TLS for HTTPS webhooks.
 
 use std::time::Duration;
 

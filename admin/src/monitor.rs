@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::alarm;
+use crate::alarm::Alarms;
 use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
@@ -37,7 +37,7 @@ pub async fn on_fires_final(
     store: &Store,
     dispatcher: &Dispatcher,
     settings: &Settings,
-    http: &reqwest::Client,
+    alarms: &Arc<Alarms>,
     ended: &[FireEnded],
 ) -> anyhow::Result<()> {
     let job_ids: Vec<i64> = ended.iter().map(|e| e.job_id).collect();
@@ -62,7 +62,8 @@ pub async fn on_fires_final(
         let Some(fire) = fires.get(&e.fire_id) else {
             continue;
         };
-        if let Err(err) = on_fire_final(store, dispatcher, settings, http, fire, job, e.state).await
+        if let Err(err) =
+            on_fire_final(store, dispatcher, settings, alarms, fire, job, e.state).await
         {
             tracing::warn!(error = %err, fire_id = e.fire_id, "fire follow-up failed");
         }
@@ -83,7 +84,7 @@ async fn on_fire_final(
     store: &Store,
     dispatcher: &Dispatcher,
     settings: &Settings,
-    http: &reqwest::Client,
+    alarms: &Arc<Alarms>,
     fire: &Fire,
     job: &Job,
     state: FireState,
@@ -118,7 +119,7 @@ async fn on_fire_final(
         }
         // Retries exhausted: one alarm for the fire, whichever admin gets here first.
         if store.claim_alarm(fire_id, 1).await? {
-            alarm::send(http, settings, job, fire, &runs).await;
+            alarms.send(job, fire, &runs);
         }
     }
     if state == FireState::Succeeded {

@@ -235,6 +235,8 @@ async fn merge_and_validate(
     check_text("description", &j.description)?;
     check_text("params", &j.params)?;
     check_text("alarm_targets", &j.alarm_targets)?;
+    crate::alarm::parse_targets(&j.alarm_targets)
+        .map_err(|e| ApiError::field("alarm_targets", e))?;
     check_text("item_params", &j.item_params)?;
     j.schedule_type = j.schedule_type.trim().to_ascii_uppercase();
     j.schedule_conf = j.schedule_conf.trim().to_string();

@@ -1,0 +1,356 @@
+//! Alarms reach real receivers: an e-mail through a real SMTP server (aiosmtpd, from PyPI) and a
+//! webhook over HTTPS (Python's TLS server, with a certificate of a test CA the admin is told to
+//! trust through `SSL_CERT_FILE`). Bad targets are refused when the job is saved.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{TestAdmin, TestDb, TestExecutor};
+use serde_json::{json, Value};
+use shardline_executor::JobResult;
+
+/// A child process killed when the test ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_listening(port: u16, server: &mut Server, what: &str) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        if let Some(status) = server.0.try_wait().unwrap() {
+            panic!("{what} exited ({status}); is it installed? (.ci/run installs it)");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not listen on {port}");
+}
+
+/// A job that always fails, with no retries, alarming `targets`; triggers it and waits for the
+/// fire to fail. Returns the job and fire ids.
+async fn failing_fire(admin: &TestAdmin, appname: &str, targets: &str) -> (i64, i64, TestExecutor) {
+    let gid = admin
+        .post("/groups", json!({"appname": appname, "title": appname}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let executor = TestExecutor::start(appname, &admin.base, |b| {
+        b.handler("fail", |_| async {
+            JobResult::fail("disk full on purpose")
+        })
+    })
+    .await;
+    admin.wait_executors(gid, 1).await;
+    let job = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "nightly-export", "handler": "fail", "alarm_targets": targets}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let fire = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await["fire_id"]
+        .as_i64()
+        .unwrap();
+    let v = admin.wait_fire(fire).await;
+    assert_eq!(v["state"], "failed", "{v}");
+    (job, fire, executor)
+}
+
+/// Files in `dir` (a receiver writes one per message), waiting up to 10 s for `n` of them.
+async fn wait_files(dir: &Path, n: usize) -> Vec<String> {
+    for _ in 0..200 {
+        let files: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if files.len() >= n {
+            return files;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {n} message(s) arrived in {}", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_email_alarm_goes_through_the_smtp_relay_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let maildir = tmp.path().join("mail");
+    let port = free_port();
+    let mut smtp = Server(
+        Command::new("python3")
+            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+            .args(["-c", "aiosmtpd.handlers.Mailbox"])
+            .arg(&maildir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 runs"),
+    );
+    wait_listening(port, &mut smtp, "aiosmtpd").await;
+
+    let db = TestDb::sqlite();
+    let url = format!("smtp://127.0.0.1:{port}");
+    let admin = TestAdmin::start_with(
+        &db,
+        &[
+            "--smtp-url",
+            &url,
+            "--smtp-from",
+            "Shardline <alarms@shardline.test>",
+        ],
+    )
+    .await;
+    let (job, fire, executor) = failing_fire(
+        &admin,
+        "mail-app",
+        "ops@example.com, mailto:oncall@example.org",
+    )
+    .await;
+
+    // One message per address, each naming the job, the fire and the item's failure.
+    // The body is quoted-printable (its line is long): soft line breaks undone.
+    let mails: Vec<String> = wait_files(&maildir.join("new"), 2)
+        .await
+        .iter()
+        .map(|m| m.replace("=\n", ""))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        wait_files(&maildir.join("new"), 2).await.len(),
+        2,
+        "one alarm per failed fire and address"
+    );
+    for to in ["ops@example.com", "oncall@example.org"] {
+        let mail = mails
+            .iter()
+            .find(|m| m.contains(&format!("To: {to}")))
+            .unwrap_or_else(|| panic!("no mail to {to}: {mails:?}"));
+        assert!(
+            mail.contains("From: Shardline <alarms@shardline.test>"),
+            "{mail}"
+        );
+        assert!(
+            mail.contains(&format!(
+                "Subject: Shardline alarm: job {job} \"nightly-export\" fire {fire} failed"
+            )),
+            "{mail}"
+        );
+        assert!(mail.contains("disk full on purpose"), "{mail}");
+    }
+    executor.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_alarm_goes_out_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A test CA and a certificate for 127.0.0.1 signed by it.
+    let ext = dir.join("leaf.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=shardline test CA",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "leaf.key",
+                "-out",
+                "leaf.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    // The admin's webhook client reads the trust store when it sends its first webhook; this
+    // test binary's admins send no other.
+    std::env::set_var("SSL_CERT_FILE", dir.join("ca.pem"));
+
+    let received = dir.join("received");
+    std::fs::create_dir(&received).unwrap();
+    let port = free_port();
+    let script = r#"
+import http.server, ssl, sys, os, itertools
+port, cert, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+n = itertools.count()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers['Content-Length']))
+        with open(os.path.join(out, str(next(n))), 'wb') as f:
+            f.write(body)
+        self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()
+        self.wfile.write(b'ok')
+srv = http.server.HTTPServer(('127.0.0.1', port), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+"#;
+    let mut hook = Server(
+        Command::new("python3")
+            .args(["-c", script, &port.to_string()])
+            .arg(dir.join("leaf.pem"))
+            .arg(dir.join("leaf.key"))
+            .arg(&received)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs"),
+    );
+    wait_listening(port, &mut hook, "the HTTPS receiver").await;
+
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let (job, fire, executor) = failing_fire(
+        &admin,
+        "hook-app",
+        &format!("https://127.0.0.1:{port}/alarm"),
+    )
+    .await;
+    let bodies = wait_files(&received, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(wait_files(&received, 1).await.len(), 1, "one alarm");
+    let v: Value = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!(v["event"], "fire_failed");
+    assert_eq!(v["job_id"], job);
+    assert_eq!(v["fire_id"], fire);
+    assert_eq!(v["failed_items"][0]["message"], "disk full on purpose");
+    executor.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn bad_alarm_targets_and_smtp_settings_are_refused() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = admin
+        .post("/groups", json!({"appname": "bad-app", "title": "bad"}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let r = admin
+        .call(
+            reqwest::Method::POST,
+            "/jobs",
+            Some(json!({"group_id": gid, "name": "j", "handler": "h",
+                "alarm_targets": "ops@example.com, pager-team"})),
+        )
+        .await;
+    assert_eq!(r.0, 400, "{r:?}");
+    let body = r.1.to_string();
+    assert!(
+        body.contains("alarm_targets") && body.contains("pager-team"),
+        "{body}"
+    );
+    let jobs = admin.get("/jobs").await;
+    assert_eq!(jobs["total"], 0, "nothing stored: {jobs}");
+    admin.stop().await;
+
+    // An SMTP relay without a sender, or a URL lettre cannot read, stops the admin at start.
+    use clap::Parser;
+    for (extra, expect) in [
+        (
+            &["--smtp-url", "smtp://127.0.0.1:25"][..],
+            "SHARDLINE_SMTP_FROM",
+        ),
+        (
+            &["--smtp-url", "smtq://127.0.0.1:25", "--smtp-from", "a@b.c"][..],
+            "SHARDLINE_SMTP_URL",
+        ),
+        (
+            &[
+                "--smtp-url",
+                "smtp://127.0.0.1:25",
+                "--smtp-from",
+                "not an address",
+            ][..],
+            "SHARDLINE_SMTP_FROM",
+        ),
+    ] {
+        let mut args = vec!["shardline-admin", "--database-url", &db.url];
+        args.extend_from_slice(extra);
+        let cli = shardline_admin::config::Cli::parse_from(args);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let err = shardline_admin::app::run(cli.settings, listener, async {})
+            .await
+            .expect_err("refused");
+        assert!(format!("{err:#}").contains(expect), "{extra:?}: {err:#}");
+    }
+    db.cleanup().await;
+}
