@@ -39,6 +39,7 @@ pub fn parse_targets(list: &str) -> Result<Vec<Target>, String> {
         })
         .collect()
 }
+
 /// Which body a webhook target expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shape {
@@ -131,7 +132,8 @@ struct Mail {
     from: Mailbox,
 }
 
-/// Sends alarms. Built once at start-up, where a bad SMTP setting stops the admin with its reason.
+/// Sends alarms. Built at start-up (and by `Settings::validate`, which only checks that it can
+/// be), where a bad SMTP setting stops the admin with its reason.
 pub struct Alarms {
     timeout: Duration,
     /// Built at the first webhook: loading the system's trust roots costs memory an admin that

@@ -30,20 +30,24 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn wait_listening(port: u16, server: &mut Server, what: &str) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            return;
+impl Server {
+    /// Starts `cmd` and waits until it listens on `port`.
+    async fn start(mut cmd: Command, port: u16, what: &str) -> Server {
+        let mut server = Server(cmd.spawn().expect("python3 runs"));
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return server;
+            }
+            if let Some(status) = server.0.try_wait().unwrap() {
+                panic!("{what} exited ({status}); is it installed? (.ci/run installs it)");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if let Some(status) = server.0.try_wait().unwrap() {
-            panic!("{what} exited ({status}); is it installed? (.ci/run installs it)");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        panic!("{what} did not listen on {port}");
     }
-    panic!("{what} did not listen on {port}");
 }
 
 /// A job that always fails, with no retries, alarming `targets`; triggers it and waits for the
@@ -99,16 +103,12 @@ async fn an_email_alarm_goes_through_the_smtp_relay_once() {
     let tmp = tempfile::tempdir().unwrap();
     let maildir = tmp.path().join("mail");
     let port = free_port();
-    let mut smtp = Server(
-        Command::new("python3")
-            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
-            .args(["-c", "aiosmtpd.handlers.Mailbox"])
-            .arg(&maildir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python3 runs"),
-    );
-    wait_listening(port, &mut smtp, "aiosmtpd").await;
+    let mut smtp = Command::new("python3");
+    smtp.args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}")])
+        .args(["-c", "aiosmtpd.handlers.Mailbox"])
+        .arg(&maildir)
+        .stdout(Stdio::null());
+    let _smtp = Server::start(smtp, port, "aiosmtpd").await;
 
     let db = TestDb::sqlite();
     let url = format!("smtp://127.0.0.1:{port}");
@@ -262,17 +262,13 @@ ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 srv.serve_forever()
 "#;
-    let mut hook = Server(
-        Command::new("python3")
-            .args(["-c", script, &port.to_string()])
-            .arg(dir.join("leaf.pem"))
-            .arg(dir.join("leaf.key"))
-            .arg(&received)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs"),
-    );
-    wait_listening(port, &mut hook, "the HTTPS receiver").await;
+    let mut hook = Command::new("python3");
+    hook.args(["-c", script, &port.to_string()])
+        .arg(dir.join("leaf.pem"))
+        .arg(dir.join("leaf.key"))
+        .arg(&received)
+        .stderr(Stdio::null());
+    let _hook = Server::start(hook, port, "the HTTPS receiver").await;
 
     let db = TestDb::sqlite();
     let admin = TestAdmin::start(&db).await;
