@@ -208,6 +208,13 @@ pub async fn serve(
     ));
     let housekeeping_task =
         tokio::spawn(housekeeping(store.clone(), settings.clone(), stop.clone()));
+    let follow_up_task = tokio::spawn(monitor::follow_up_sweep(
+        store.clone(),
+        dispatcher.clone(),
+        settings.clone(),
+        alarms.clone(),
+        stop.clone(),
+    ));
 
     let app = api::router(state);
     tracing::info!(address = %local, node = %node_id, "shardline admin listening");
@@ -225,8 +232,11 @@ pub async fn serve(
     let _ = registry_task.await;
     let _ = node_task.await;
     let _ = housekeeping_task.await;
+    let _ = follow_up_task.await;
     let _ = beats_task.await;
-    // The follow-up task holds the dispatcher, and the dispatcher a sink of the writer.
+    // The follow-up task holds the dispatcher, and the dispatcher a sink of the writer. What it
+    // leaves undone stays in `follow_ups` for the sweep (of another admin, or of this one's
+    // next start).
     events_task.abort();
     let _ = events_task.await;
     drop(scheduler);

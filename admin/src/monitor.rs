@@ -3,7 +3,9 @@
 //! * [`on_fires_final`]: a failed fire whose failed items have retries left gets them planned with
 //!   the job's interval and backoff (the fire is open again); otherwise one alarm goes out for the
 //!   fire. A succeeded fire triggers its child jobs, once per fire (not once per shard). A
-//!   FIX_DELAY job gets its next fire planned from the end of this one.
+//!   FIX_DELAY job gets its next fire planned from the end of this one. The store writes what
+//!   must follow with the fire's end (`follow_ups`), and [`recover_follow_ups`] does what an
+//!   admin that stopped or died left undone.
 //! * [`LostRuns`]: a run whose executor was evicted, refuses connections, or that is still open
 //!   well past its timeout becomes `lost`; the item of a sharded job is failed over to another
 //!   executor at once, other runs follow the retry policy. Nothing stays `running` for ever.
@@ -29,10 +31,11 @@ const TIMEOUT_MARGIN_MS: i64 = 30_000;
 /// Longest backoff delay between retries.
 const MAX_RETRY_DELAY_MS: i64 = 3_600_000;
 
-/// Handles fires that just became final, a batch at a time. Their jobs come from the dispatcher's
-/// job cache; a fire row is read only when something follows from it (a failure, child jobs, a
-/// FIX_DELAY schedule), so the common end of a fire (succeeded, nothing to follow) reads nothing
-/// more.
+/// Handles fires that just became final, a batch at a time, and clears their `follow_ups` rows
+/// once done (one that fails stays for [`recover_follow_ups`]). Their jobs come from the
+/// dispatcher's job cache; a fire row is read only when something follows from it (a failure,
+/// child jobs, a FIX_DELAY schedule: the store marks those `follow_up` when they end), so the
+/// common end of a fire (succeeded, nothing to follow) reads and writes nothing more.
 pub async fn on_fires_final(
     store: &Store,
     dispatcher: &Dispatcher,
@@ -40,43 +43,85 @@ pub async fn on_fires_final(
     alarms: &Arc<Alarms>,
     ended: &[FireEnded],
 ) -> anyhow::Result<()> {
-    let job_ids: Vec<i64> = ended.iter().map(|e| e.job_id).collect();
-    let jobs = dispatcher.jobs(&job_ids).await?;
-    // A fire of a deleted job has nothing to follow.
-    let follow: Vec<(&FireEnded, &Job)> = ended
-        .iter()
-        .filter_map(|e| jobs.get(&e.job_id).map(|j| (e, j.as_ref())))
-        .filter(|(e, job)| has_follow_up(e.state, job))
-        .collect();
+    let follow: Vec<&FireEnded> = ended.iter().filter(|e| e.follow_up).collect();
     if follow.is_empty() {
         return Ok(());
     }
-    let ids: Vec<i64> = follow.iter().map(|(e, _)| e.fire_id).collect();
+    let job_ids: Vec<i64> = follow.iter().map(|e| e.job_id).collect();
+    let jobs = dispatcher.jobs(&job_ids).await?;
+    let ids: Vec<i64> = follow.iter().map(|e| e.fire_id).collect();
     let fires: HashMap<i64, Fire> = store
         .get_fires(&ids)
         .await?
         .into_iter()
         .map(|f| (f.id, f))
         .collect();
-    for (e, job) in follow {
-        let Some(fire) = fires.get(&e.fire_id) else {
+    let mut done = Vec::with_capacity(follow.len());
+    for e in follow {
+        // A fire of a deleted job, a deleted fire, or one no longer in the state it ended in
+        // (its items were retried since) has nothing to follow from this end.
+        let (Some(job), Some(fire)) = (jobs.get(&e.job_id), fires.get(&e.fire_id)) else {
+            done.push(*e);
             continue;
         };
-        if let Err(err) =
-            on_fire_final(store, dispatcher, settings, alarms, fire, job, e.state).await
-        {
-            tracing::warn!(error = %err, fire_id = e.fire_id, "fire follow-up failed");
+        if fire.state != e.state.as_str() {
+            done.push(*e);
+            continue;
+        }
+        match on_fire_final(store, dispatcher, settings, alarms, fire, job, e.state).await {
+            Ok(()) => done.push(*e),
+            Err(err) => tracing::warn!(error = %err, fire_id = e.fire_id, "fire follow-up failed"),
         }
     }
+    store.follow_ups_done(&done).await?;
     Ok(())
 }
 
-/// Whether anything follows the end of a fire of `job` in [`on_fire_final`]: retries or an alarm
-/// (a failure), child jobs (a success), the next FIX_DELAY fire. The others need no fire row read.
-fn has_follow_up(state: FireState, job: &Job) -> bool {
-    state == FireState::Failed
-        || (state == FireState::Succeeded && !job.child_ids().is_empty())
-        || job.schedule_type == crate::model::ScheduleType::FixDelay.as_str()
+/// How long a fire's follow-up may stay undone before any admin's sweep does it: well past
+/// the time its own admin takes, so that the two seldom meet (and when they do, every step of a
+/// follow-up is a compare-and-set, or keyed, and happens once).
+pub const FOLLOW_UP_GRACE_MS: i64 = 30_000;
+
+/// Does the follow-ups that an admin left undone when it stopped or died between a fire's end
+/// and its follow-up (the retries or the alarm of a failed fire, child jobs, a FIX_DELAY job's
+/// next fire). Returns how many it found.
+pub async fn recover_follow_ups(
+    store: &Store,
+    dispatcher: &Dispatcher,
+    settings: &Settings,
+    alarms: &Arc<Alarms>,
+) -> anyhow::Result<usize> {
+    let stale = store
+        .stale_follow_ups(now_ms() - FOLLOW_UP_GRACE_MS, 500)
+        .await?;
+    if !stale.is_empty() {
+        tracing::info!(
+            fires = stale.len(),
+            "doing follow-ups left undone by a stopped admin"
+        );
+        on_fires_final(store, dispatcher, settings, alarms, &stale).await?;
+    }
+    Ok(stale.len())
+}
+
+/// Runs [`recover_follow_ups`] every few seconds until `stop`.
+pub async fn follow_up_sweep(
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    settings: Arc<Settings>,
+    alarms: Arc<Alarms>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = recover_follow_ups(&store, &dispatcher, &settings, &alarms).await {
+            tracing::warn!(error = %e, "follow-up sweep failed");
+        }
+    }
 }
 
 /// Handles one fire that just became final.
@@ -113,8 +158,9 @@ async fn on_fire_final(
         if !retryable.is_empty() {
             let first = retryable.iter().map(|r| r.1).min().unwrap_or(now) - now;
             let msg = format!("retrying {} item(s) in {} ms", retryable.len(), first);
-            store.schedule_retries(fire_id, &retryable, &msg).await?;
-            dispatcher.notify_schedule_changed();
+            if store.schedule_retries(fire_id, &retryable, &msg).await? {
+                dispatcher.notify_schedule_changed();
+            }
             return Ok(());
         }
         // Retries exhausted: one alarm for the fire, whichever admin gets here first.
@@ -131,6 +177,8 @@ async fn on_fire_final(
                 Ok(child) => {
                     let mut req = FireRequest::manual(TriggerType::Parent);
                     req.parent_fire_id = Some(fire_id);
+                    // Unique per parent fire and child: a follow-up done twice fires it once.
+                    req.sched_key = Some(format!("parent:{fire_id}:{child_id}"));
                     if let Err(e) = dispatcher.fire(&child, req).await {
                         tracing::warn!(error = %e, child_id, fire_id, "child job trigger failed");
                     }
@@ -144,7 +192,9 @@ async fn on_fire_final(
     if scheduled {
         if let Ok(schedule @ Schedule::FixDelay(_)) = Schedule::of_job(job, &settings.timezone) {
             if let Some(next) = schedule.after_finish(fire.finished_at.unwrap_or(now)) {
-                store.plan_after_finish(job.id, next).await?;
+                store
+                    .plan_after_finish(job.id, fire.planned_at, next)
+                    .await?;
                 dispatcher.notify_schedule_changed();
             }
         }

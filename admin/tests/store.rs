@@ -845,6 +845,120 @@ async fn fires_runs_and_callbacks() {
 /// 4 + 1), joined updates padded with rows that match nothing (3 answers are 4 rows), and on
 /// MySQL lists of ids padded by repeating the last. None of it may touch another row.
 #[tokio::test]
+async fn what_follows_a_fires_end_is_written_with_it() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-f"), 1).await.unwrap();
+        let plain = s.create_job(&job(g, "plain"), 1).await.unwrap();
+        let parent = s
+            .create_job(
+                &Job {
+                    child_job_ids: plain.to_string(),
+                    ..job(g, "parent")
+                },
+                1,
+            )
+            .await
+            .unwrap();
+        let delayed = s
+            .create_job(
+                &Job {
+                    schedule_type: "FIX_DELAY".into(),
+                    schedule_conf: "5".into(),
+                    ..job(g, "delayed")
+                },
+                1,
+            )
+            .await
+            .unwrap();
+        // One fire per case, each with one run ended by its result at `at`.
+        let end = |job: i64, code: i32, at: i64| {
+            let s = s.clone();
+            async move {
+                let (fire, ids) = s
+                    .create_fire(job, g, "MANUAL", at, None, "", None, &[run(0, 1, "a")], at)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let (_, ended) = s
+                    .store_results(&[], &[(ids[0], code, "r".into())], at + 1)
+                    .await
+                    .unwrap();
+                assert_eq!(ended.len(), 1, "{kind}: the fire ended");
+                assert_eq!((ended[0].fire_id, ended[0].at), (fire, at + 1));
+                ended[0]
+            }
+        };
+        let ok_plain = end(plain, 200, 100).await;
+        let failed_plain = end(plain, 500, 200).await;
+        let ok_parent = end(parent, 200, 300).await;
+        let ok_delayed = end(delayed, 200, 400).await;
+        assert_eq!(
+            [&ok_plain, &failed_plain, &ok_parent, &ok_delayed].map(|e| e.follow_up),
+            [false, true, true, true],
+            "{kind}: a failure, child jobs and FIX_DELAY have something to follow"
+        );
+        let fires = |v: Vec<shardline_admin::store::FireEnded>| {
+            v.iter()
+                .map(|e| (e.fire_id, e.state.as_str(), e.at))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            fires(s.stale_follow_ups(10_000, 100).await.unwrap()),
+            fires(vec![failed_plain, ok_parent, ok_delayed]),
+            "{kind}: undone follow-ups, oldest first"
+        );
+        assert!(s.stale_follow_ups(201, 100).await.unwrap().is_empty());
+
+        // The failed fire's items are retried: the fire is open again, once.
+        assert!(s
+            .schedule_retries(failed_plain.fire_id, &[], "retrying")
+            .await
+            .unwrap());
+        assert!(
+            !s.schedule_retries(failed_plain.fire_id, &[], "again")
+                .await
+                .unwrap(),
+            "{kind}: a follow-up done twice retries once"
+        );
+        // Clearing the first end while the retried fire already ended again keeps the new end.
+        let (fire2, ids2) = (
+            failed_plain.fire_id,
+            s.fire_runs(failed_plain.fire_id).await.unwrap(),
+        );
+        let f = s.get_fire(fire2).await.unwrap().unwrap();
+        let retry = s
+            .add_attempts(
+                &f,
+                &[(
+                    ids2[0].id,
+                    NewRun {
+                        attempt: 1,
+                        ..run(0, 1, "b")
+                    },
+                )],
+                Replacing::Ended,
+                500,
+            )
+            .await
+            .unwrap();
+        let (_, again) = s
+            .store_results(&[], &[(retry[0], 500, "still failing".into())], 600)
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 1, "{kind}: ended again");
+        s.follow_ups_done(&[failed_plain, ok_parent]).await.unwrap();
+        assert_eq!(
+            fires(s.stale_follow_ups(10_000, 100).await.unwrap()),
+            fires(vec![ok_delayed, again[0]]),
+            "{kind}: the new end stays"
+        );
+        s.follow_ups_done(&[ok_delayed, again[0]]).await.unwrap();
+        assert!(s.stale_follow_ups(10_000, 100).await.unwrap().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn statements_of_cached_lengths_write_exactly_their_rows() {
     each_db(|s, kind| async move {
         let g = s.create_group(&group("app-pad"), 1).await.unwrap();

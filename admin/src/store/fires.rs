@@ -100,6 +100,12 @@ pub struct FireEnded {
     pub fire_id: i64,
     pub job_id: i64,
     pub state: FireState,
+    /// When it ended (epoch ms).
+    pub at: i64,
+    /// Whether something follows (a failure; a success of a job with child jobs or of a
+    /// FIX_DELAY job): then a `follow_ups` row was written with the end, and stays until the
+    /// follow-up is done ([`Store::follow_ups_done`]).
+    pub follow_up: bool,
 }
 
 /// Filters of the fire list (times are planned times, epoch ms).
@@ -135,7 +141,8 @@ pub struct RunFilter {
 /// accepted a run): a fire this moves takes its send time in the same write and leaves the map;
 /// the caller writes the others.
 macro_rules! refresh_in_tx {
-    ($tx:ident, $ids:expr, $now:expr, $lock:expr, $sends:expr) => {{
+    ($tx:ident, $dialect:expr, $ids:expr, $now:expr, $lock:expr, $sends:expr) => {{
+        let dialect: super::Dialect = $dialect;
         let chunk: &[i64] = $ids;
         let now: i64 = $now;
         let lock: &str = $lock;
@@ -197,6 +204,8 @@ macro_rules! refresh_in_tx {
                     fire_id: *fire_id,
                     job_id: *job_id,
                     state,
+                    at: now,
+                    follow_up: state == FireState::Failed,
                 });
             }
         }
@@ -213,6 +222,38 @@ macro_rules! refresh_in_tx {
             }
             qb.push(" WHERE 1 = 1");
             push_in(&mut qb, "id", ids);
+            qb.build().execute(&mut *$tx).await?;
+        }
+        // What follows the ends is written with them, so that an admin that stops before doing
+        // it leaves it to be found (migrations/*/00*_follow_ups.sql): every failure, and the
+        // successes of jobs with child jobs or a FIX_DELAY schedule (a read of their jobs, by
+        // primary key and without locks; most successes have nothing to follow).
+        let mut succeeded: Vec<i64> = changed
+            .iter()
+            .filter(|e| e.state == FireState::Succeeded)
+            .map(|e| e.job_id)
+            .collect();
+        if !succeeded.is_empty() {
+            succeeded.sort_unstable();
+            succeeded.dedup();
+            let mut qb = QueryBuilder::new(
+                "SELECT id FROM jobs WHERE (child_job_ids <> '' OR schedule_type = 'FIX_DELAY')",
+            );
+            push_in(&mut qb, "id", &succeeded);
+            let follow: HashSet<i64> = qb.build_query_scalar().fetch_all(&mut *$tx).await?.into_iter().collect();
+            for e in changed.iter_mut() {
+                e.follow_up |= follow.contains(&e.job_id);
+            }
+        }
+        let follow: Vec<&FireEnded> = changed.iter().filter(|e| e.follow_up).collect();
+        for piece in cached_chunks(&follow) {
+            let mut qb = QueryBuilder::new("INSERT INTO follow_ups (fire_id, job_id, state, created_at) ");
+            qb.push_values(piece, |mut row, e| {
+                row.push_bind(e.fire_id).push_bind(e.job_id).push_bind(e.state.as_str()).push_bind(e.at);
+            });
+            // A fire that ended again (its retries failed) before its last follow-up was
+            // cleared: the row takes the new end, which that clearing leaves alone.
+            qb.push(dialect.upsert("fire_id", &["state", "created_at"]));
             qb.build().execute(&mut *$tx).await?;
         }
         changed
@@ -732,7 +773,7 @@ impl Store {
             fires.sort_unstable();
             fires.dedup();
             for chunk in fires.chunks(500) {
-                ended.extend(refresh_in_tx!(tx, chunk, now, lock, &mut sends));
+                ended.extend(refresh_in_tx!(tx, dialect, chunk, now, lock, &mut sends));
             }
             // By send time (one or two rounds per batch) and whether a run was accepted; the
             // send time is the first one, kept if a later round (a failover) comes.
@@ -812,7 +853,7 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let changed = refresh_in_tx!(tx, chunk, now, lock, &mut HashMap::new());
+                let changed = refresh_in_tx!(tx, self.dialect(), chunk, now, lock, &mut HashMap::new());
                 tx.commit().await?;
                 changed
             });

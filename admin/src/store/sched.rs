@@ -7,6 +7,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::FireEnded;
 use super::{
     cached_chunks, padded, update_joined, with_pool, with_read_pool, Dialect, Done, Store,
     StoreResult, ROWS_PER_STATEMENT,
@@ -436,11 +437,51 @@ impl Store {
         Ok(n)
     }
 
-    /// Plans the next FIX_DELAY fire once the previous one finished (if the job still runs and
-    /// nothing else planned it).
-    pub async fn plan_after_finish(&self, job_id: i64, next: i64) -> StoreResult<()> {
-        with_pool!(self, pool => sqlx::query("UPDATE jobs SET next_fire_at = ? WHERE id = ? AND enabled = 1 AND next_fire_at IS NULL")
-            .bind(next).bind(job_id).execute(pool).await.map(Done::from))?;
+    /// Plans the next FIX_DELAY fire once the previous one, planned at `planned_at`, finished (if
+    /// the job still runs, nothing else planned it, and no later fire was claimed meanwhile:
+    /// a follow-up done a second time, by the sweep, must not plan a fire beside one running).
+    pub async fn plan_after_finish(
+        &self,
+        job_id: i64,
+        planned_at: i64,
+        next: i64,
+    ) -> StoreResult<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE jobs SET next_fire_at = ? WHERE id = ? AND enabled = 1 AND next_fire_at IS NULL AND (last_fire_at IS NULL OR last_fire_at <= ?)")
+            .bind(next).bind(job_id).bind(planned_at).execute(pool).await.map(Done::from))?;
+        Ok(())
+    }
+
+    /// Follow-ups of fires that ended before `before` and are still not done: an admin stopped
+    /// or died between a fire's end and its follow-up. Oldest first.
+    pub async fn stale_follow_ups(&self, before: i64, limit: i64) -> StoreResult<Vec<FireEnded>> {
+        let rows: Vec<(i64, i64, String, i64)> = with_read_pool!(self, pool => sqlx::query_as("SELECT fire_id, job_id, state, created_at FROM follow_ups WHERE created_at < ? ORDER BY created_at LIMIT ?")
+            .bind(before).bind(limit).fetch_all(pool).await)?;
+        Ok(rows
+            .into_iter()
+            .map(|(fire_id, job_id, state, at)| FireEnded {
+                fire_id,
+                job_id,
+                // Only the two final states are written there.
+                state: FireState::parse(&state).unwrap_or(FireState::Failed),
+                at,
+                follow_up: true,
+            })
+            .collect())
+    }
+
+    /// Clears the follow-ups of these ends, done. A fire that ended again since keeps its row.
+    pub async fn follow_ups_done(&self, ended: &[FireEnded]) -> StoreResult<()> {
+        if !ended.iter().any(|e| e.follow_up) {
+            return Ok(());
+        }
+        with_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for e in ended.iter().filter(|e| e.follow_up) {
+                sqlx::query("DELETE FROM follow_ups WHERE fire_id = ? AND created_at <= ?")
+                    .bind(e.fire_id).bind(e.at).execute(&mut *tx).await.map(Done::from)?;
+            }
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -458,23 +499,30 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Plans retries of failed runs and puts their fire back to `running`.
+    /// Plans retries of failed runs and puts their failed fire back to `running`. False (and
+    /// nothing changed) when the fire is no longer `failed`: its follow-up was done already.
     pub async fn schedule_retries(
         &self,
         fire_id: i64,
         runs: &[(i64, i64)],
         message: &str,
-    ) -> StoreResult<()> {
-        with_pool!(self, pool => {
+    ) -> StoreResult<bool> {
+        let moved = with_pool!(self, pool => {
+            // Runs before their fire, the order every writer locks them in.
             let mut tx = pool.begin().await?;
             for (run_id, at) in runs {
                 sqlx::query("UPDATE runs SET retry_at = ? WHERE id = ?").bind(*at).bind(*run_id).execute(&mut *tx).await.map(Done::from)?;
             }
-            sqlx::query("UPDATE fires SET state = 'running', finished_at = 0, message = ? WHERE id = ?")
-                .bind(message).bind(fire_id).execute(&mut *tx).await.map(Done::from)?;
-            tx.commit().await?;
+            let moved = sqlx::query("UPDATE fires SET state = 'running', finished_at = 0, message = ? WHERE id = ? AND state = 'failed'")
+                .bind(message).bind(fire_id).execute(&mut *tx).await.map(Done::from)?.rows_affected() == 1;
+            if moved {
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            moved
         });
-        Ok(())
+        Ok(moved)
     }
 
     /// Records that a failed fire's alarm went out (or was not needed); true for the one caller

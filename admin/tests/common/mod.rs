@@ -120,6 +120,19 @@ impl TestAdmin {
 
     /// Starts an admin; `extra` are additional command-line flags.
     pub async fn start_with(db: &TestDb, extra: &[&str]) -> TestAdmin {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on(db, extra, listener).await
+    }
+
+    /// Stops this admin, keeping its address for [`StoppedAdmin::start_again`]: executors
+    /// configured with it find the next admin there.
+    pub async fn stop_keeping_address(self) -> StoppedAdmin {
+        let addr = self.base.trim_start_matches("http://").to_string();
+        self.stop().await;
+        StoppedAdmin { addr }
+    }
+
+    async fn start_on(db: &TestDb, extra: &[&str], listener: tokio::net::TcpListener) -> TestAdmin {
         use clap::Parser;
         let mut args = vec![
             "shardline-admin",
@@ -138,7 +151,6 @@ impl TestAdmin {
         ];
         args.extend_from_slice(extra);
         let cli = shardline_admin::config::Cli::parse_from(args);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = tokio_util::sync::CancellationToken::new();
         let s2 = stop.clone();
@@ -245,6 +257,24 @@ impl TestAdmin {
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(15), self.task).await;
+    }
+}
+
+/// The address of an admin that was stopped.
+pub struct StoppedAdmin {
+    addr: String,
+}
+
+impl StoppedAdmin {
+    /// Starts an admin on `db` at the stopped one's address.
+    pub async fn start_again(self, db: &TestDb) -> TestAdmin {
+        for _ in 0..100 {
+            if let Ok(listener) = tokio::net::TcpListener::bind(&self.addr).await {
+                return TestAdmin::start_on(db, &[], listener).await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{} stays taken", self.addr);
     }
 }
 

@@ -1,0 +1,216 @@
+//! What follows a fire's end survives the admin: a failed fire's retries, a succeeded fire's
+//! child jobs and a FIX_DELAY job's next fire are done by the next admin when the one that saw
+//! the fire end stopped or died before it could (the follow-up is written with the end, in
+//! `follow_ups`, and the admins sweep for the ones left undone).
+//!
+//! The window is the milliseconds between the end's commit and its follow-up, too short to hit
+//! with a kill; so the test stops the admin and leaves the database as such a death leaves it
+//! (the end stored, its follow-up written and not done), then starts another admin on it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestAdmin, TestDb, TestExecutor};
+use serde_json::{json, Value};
+use shardline_executor::JobResult;
+
+/// Runs `statements` on the test database directly.
+async fn exec_sql(db: &TestDb, statements: &[String]) {
+    if db.kind() == "mysql" {
+        let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+        for sql in statements {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+        for sql in statements {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+    }
+}
+
+/// The follow-ups not done yet, read from the database.
+async fn follow_ups_left(db: &TestDb) -> i64 {
+    let sql = "SELECT COUNT(*) FROM follow_ups";
+    if db.kind() == "mysql" {
+        let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+        let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    } else {
+        let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+        let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    }
+}
+
+async fn fires_of(admin: &TestAdmin, job: i64) -> Vec<Value> {
+    let mut v = admin.get(&format!("/fires?job_id={job}&limit=100")).await["items"]
+        .as_array()
+        .unwrap()
+        .clone();
+    v.reverse();
+    v
+}
+
+/// Polls `check` every 100 ms for up to 20 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let mut last = String::new();
+    for _ in 0..200 {
+        match check().await {
+            None => return,
+            Some(state) => last = state,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} never happened; last seen: {last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn follow_ups_left_undone_are_done_by_the_next_admin() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let admin = TestAdmin::start(&db).await;
+        let gid = admin
+            .post(
+                "/groups",
+                json!({"appname": "follow-app", "title": "Follow"}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let executor = TestExecutor::start("follow-app", &admin.base, |b| {
+            b.handler("ok", |_| async { JobResult::success() })
+                .handler("fail", |_| async { JobResult::fail("failing on purpose") })
+        })
+        .await;
+        admin.wait_executors(gid, 1).await;
+        let create = |body: Value| {
+            let admin = &admin;
+            async move { admin.post("/jobs", body).await["id"].as_i64().unwrap() }
+        };
+        let child = create(json!({"group_id": gid, "name": "child", "handler": "ok"})).await;
+        let parent = create(json!({"group_id": gid, "name": "parent", "handler": "ok"})).await;
+        let failing = create(json!({"group_id": gid, "name": "failing", "handler": "fail"})).await;
+        let delayed = create(json!({"group_id": gid, "name": "delayed", "handler": "ok",
+            "schedule_type": "FIX_DELAY", "schedule_conf": "1", "enabled": true}))
+        .await;
+
+        let trigger = |job: i64| {
+            let admin = &admin;
+            async move {
+                let fire = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await["fire_id"]
+                    .as_i64()
+                    .unwrap();
+                admin.wait_fire(fire).await;
+                fire
+            }
+        };
+        let parent_fire = trigger(parent).await;
+        let failed_fire = trigger(failing).await;
+        eventually("the FIX_DELAY job's first fire", || async {
+            let fires = fires_of(&admin, delayed).await;
+            let first = fires.first().map(|f| f["state"].clone());
+            (first != Some(json!("succeeded"))).then(|| format!("{fires:?}"))
+        })
+        .await;
+        let first_delayed = fires_of(&admin, delayed).await[0].clone();
+        let first_id = first_delayed["id"].as_i64().unwrap();
+        let stopped = admin.stop_keeping_address().await;
+
+        // The state an admin killed right after these ends leaves: the parent's end stored but
+        // its child not triggered (the job has a child job now), the failed fire's retry not
+        // planned (the job retries once now), the FIX_DELAY job's next fire not planned; each
+        // with its follow-up written at the end, long enough ago for the sweep.
+        let stmts = vec![
+            format!("UPDATE jobs SET child_job_ids = '{child}' WHERE id = {parent}"),
+            format!("UPDATE jobs SET retry_count = 1 WHERE id = {failing}"),
+            format!("UPDATE fires SET alarm_state = 0 WHERE id = {failed_fire}"),
+            format!("DELETE FROM runs WHERE job_id = {delayed} AND fire_id > {first_id}"),
+            format!("DELETE FROM fires WHERE job_id = {delayed} AND id > {first_id}"),
+            format!(
+                "UPDATE jobs SET next_fire_at = NULL, last_fire_at = {} WHERE id = {delayed}",
+                first_delayed["planned_at"]
+            ),
+            "DELETE FROM follow_ups".to_string(),
+            format!("INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({parent_fire}, {parent}, 'succeeded', 1), ({failed_fire}, {failing}, 'failed', 1), ({first_id}, {delayed}, 'succeeded', 1)"),
+        ];
+        exec_sql(&db, &stmts).await;
+        let admin = stopped.start_again(&db).await;
+
+        eventually("the child job's fire", || async {
+            let fires = fires_of(&admin, child).await;
+            match fires.as_slice() {
+                [f] if f["state"] == "succeeded" => {
+                    assert_eq!(f["trigger_type"], "PARENT", "{kind}: {f}");
+                    assert_eq!(f["parent_fire_id"], parent_fire, "{kind}: {f}");
+                    None
+                }
+                other => Some(format!("{other:?}")),
+            }
+        })
+        .await;
+        eventually("the failed fire's retry", || async {
+            let f = admin.get(&format!("/fires/{failed_fire}")).await;
+            let attempts = f["runs"].as_array().map_or(0, Vec::len);
+            let done = f["state"] == "failed" && attempts == 2 && f["alarm_state"] != 0;
+            (!done).then(|| f.to_string())
+        })
+        .await;
+        eventually("the FIX_DELAY job's next fires", || async {
+            let fires = fires_of(&admin, delayed).await;
+            let later: Vec<&Value> = fires
+                .iter()
+                .filter(|f| f["id"].as_i64().unwrap() > first_id && f["state"] == "succeeded")
+                .collect();
+            (later.len() < 2).then(|| format!("{fires:?}"))
+        })
+        .await;
+
+        // Done once: the same follow-ups found again (a second admin sweeping them at once)
+        // trigger no second child fire and no second retry, and no FIX_DELAY fire beside the
+        // one the job is on.
+        exec_sql(&db, &[format!("INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({parent_fire}, {parent}, 'succeeded', 1), ({failed_fire}, {failing}, 'failed', 1), ({first_id}, {delayed}, 'succeeded', 1)")]).await;
+        eventually("the repeated follow-ups done", || async {
+            let left = follow_ups_left(&db).await;
+            (left > 0).then(|| format!("{left} left"))
+        })
+        .await;
+        assert_eq!(
+            fires_of(&admin, child).await.len(),
+            1,
+            "{kind}: one child fire"
+        );
+        let f = admin.get(&format!("/fires/{failed_fire}")).await;
+        assert_eq!(
+            f["runs"].as_array().unwrap().len(),
+            2,
+            "{kind}: one retry: {f}"
+        );
+        admin
+            .post(&format!("/jobs/{delayed}/stop"), json!({}))
+            .await;
+        let fires = fires_of(&admin, delayed).await;
+        for pair in fires.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if let Some(finished) = a["finished_at"].as_i64() {
+                assert!(
+                    b["planned_at"].as_i64().unwrap() >= finished,
+                    "{kind}: a FIX_DELAY fire planned beside a running one: {a} {b}"
+                );
+            }
+        }
+
+        executor.stop().await;
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}
