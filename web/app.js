@@ -1040,6 +1040,7 @@
         h('dt', null, t('col.finished')), h('dd', null, fmtTime(f.finished_at)),
         h('dt', null, t('col.params')), h('dd', null, h('code', null, f.params || '—')),
         f.parent_fire_id ? [h('dt', null, t('fire.parent')), h('dd', null, link('#/fires/' + f.parent_fire_id, '#' + f.parent_fire_id))] : null,
+        f.alarm_state ? [h('dt', null, t('fire.alarm')), h('dd', { id: 'fire-alarm' }, enumLabel('alarm', f.alarm_state))] : null,
         f.message ? [h('dt', null, t('col.message')), h('dd', null, f.message)] : null),
       h('section', { class: 'panel' }, h('h2', null, t('fire.coverage')),
         h('p', { class: 'coverage-summary', id: 'coverage-summary' }, c.summary),

@@ -286,6 +286,11 @@ en: {
   'fire.retry': 'Retry failed items',
   'fire.retried': 'Items {items} sent again.',
   'fire.parent': 'Parent fire',
+  'fire.alarm': 'Alarm',
+  'alarm.-1': 'Sending',
+  'alarm.1': 'None needed (no targets)',
+  'alarm.2': 'Sent',
+  'alarm.3': 'Failed (see the admin log)',
 
   'run.title': 'Run #{id}',
   'run.empty': 'No run matches these filters.',
@@ -613,6 +618,11 @@ zh: {
   'fire.retry': '重试失败分片',
   'fire.retried': '已重新调度分片项 {items}。',
   'fire.parent': '父调度',
+  'fire.alarm': '告警',
+  'alarm.-1': '发送中',
+  'alarm.1': '无需告警（无告警目标）',
+  'alarm.2': '告警成功',
+  'alarm.3': '告警失败（见调度中心日志）',
 
   'run.title': '执行 #{id}',
   'run.empty': '没有符合条件的执行记录。',

@@ -11,6 +11,24 @@ use serde_json::{json, Value};
 
 use crate::config::Settings;
 use crate::model::{Fire, Job, Run};
+use crate::store::{Store, StoreResult};
+
+/// A fire's `alarm_state`, with XXL-JOB's values (its `alarm_status`): 0 until the fire's
+/// retries are used up, then one of these.
+pub mod state {
+    /// Claimed by the admin sending it (a fire stays here if that admin stopped first).
+    pub const SENDING: i64 = -1;
+    /// The job has no alarm target.
+    pub const NONE_NEEDED: i64 = 1;
+    /// Every target took it.
+    pub const SENT: i64 = 2;
+    /// A target did not take it, after [`super::RETRY_DELAYS`].
+    pub const FAILED: i64 = 3;
+}
+
+/// The pauses between attempts to send one alarm to one target: a relay or chat service that
+/// is down for a few seconds still gets it.
+pub const RETRY_DELAYS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(4)];
 
 /// One of a job's alarm targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +158,8 @@ pub struct Alarms {
     /// never alarms need not hold.
     webhooks: tokio::sync::OnceCell<reqwest::Client>,
     mail: Option<Mail>,
+    /// The alarms being sent, waited for at shutdown ([`Alarms::drain`]).
+    sending: tokio_util::task::TaskTracker,
 }
 
 /// How long one e-mail may take (connect, TLS, the SMTP exchange): relays answer slower than
@@ -169,39 +189,84 @@ impl Alarms {
             timeout: settings.dispatch_timeout(),
             webhooks: tokio::sync::OnceCell::new(),
             mail,
+            sending: tokio_util::task::TaskTracker::new(),
         })
     }
 
-    /// Sends the alarm of a failed fire to every target of its job, in a task of its own, so
-    /// that a slow relay or webhook does not hold back the other fires' follow-ups. Failures
-    /// are logged: the fire's alarm is claimed already and is not sent twice.
-    pub fn send(self: &Arc<Self>, job: &Job, fire: &Fire, runs: &[Run]) {
+    /// Raises the alarm of a fire that failed for good: claims it (so that of two admins, or a
+    /// follow-up done twice, one sends it) and sends it to every target of its job, in a task of
+    /// its own so that a slow relay or webhook does not hold back the other fires' follow-ups.
+    /// Each target gets [`RETRY_DELAYS`] more tries; the fire's `alarm_state` ends as
+    /// [`state::SENT`] or [`state::FAILED`].
+    pub async fn raise(
+        self: &Arc<Self>,
+        store: &Store,
+        job: &Job,
+        fire: &Fire,
+        runs: &[Run],
+    ) -> StoreResult<()> {
+        let targets = parse_targets(&job.alarm_targets).unwrap_or_else(|e| {
+            // Jobs are checked when saved; this is a row written otherwise.
+            tracing::warn!(job_id = job.id, error = %e, "alarm targets unreadable; no alarm sent");
+            Vec::new()
+        });
+        let claimed = if targets.is_empty() {
+            state::NONE_NEEDED
+        } else {
+            state::SENDING
+        };
+        if !store.move_alarm_state(fire.id, 0, claimed).await? {
+            return Ok(());
+        }
         let text = text(job, fire, runs);
         tracing::warn!(job_id = job.id, fire_id = fire.id, "{text}");
-        let targets = match parse_targets(&job.alarm_targets) {
-            Ok(t) => t,
-            Err(e) => {
-                // Jobs are checked when saved; this is a row written otherwise.
-                tracing::warn!(job_id = job.id, error = %e, "alarm targets unreadable; no alarm sent");
-                return;
-            }
-        };
         if targets.is_empty() {
-            return;
+            return Ok(());
         }
         let this = self.clone();
+        let store = store.clone();
         let (job, fire, runs) = (job.clone(), fire.clone(), runs.to_vec());
-        tokio::spawn(async move {
+        self.sending.spawn(async move {
+            let mut all = true;
             for target in &targets {
-                match target {
-                    Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
-                    Target::Email(to) => this.mail(to, &job, &fire, &text).await,
+                let mut tries = std::iter::once(Duration::ZERO).chain(RETRY_DELAYS);
+                let mut sent = false;
+                while let (false, Some(pause)) = (sent, tries.next()) {
+                    tokio::time::sleep(pause).await;
+                    sent = match target {
+                        Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
+                        Target::Email(to) => this.mail(to, &job, &fire, &text).await,
+                    };
                 }
+                all &= sent;
+            }
+            let outcome = if all { state::SENT } else { state::FAILED };
+            if let Err(e) = store
+                .move_alarm_state(fire.id, state::SENDING, outcome)
+                .await
+            {
+                tracing::warn!(fire_id = fire.id, error = %e, "alarm outcome not stored");
             }
         });
+        Ok(())
     }
 
-    async fn post(&self, url: &str, job: &Job, fire: &Fire, runs: &[Run]) {
+    /// Waits up to `within` for the alarms being sent (at shutdown, before the store closes).
+    pub async fn drain(&self, within: Duration) {
+        self.sending.close();
+        if tokio::time::timeout(within, self.sending.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                alarms = self.sending.len(),
+                "alarms still being sent at shutdown; their fires stay in alarm state -1"
+            );
+        }
+    }
+
+    /// One try of a webhook; true when it took the alarm.
+    async fn post(&self, url: &str, job: &Job, fire: &Fire, runs: &[Run]) -> bool {
         let client = self
             .webhooks
             .get_or_try_init(|| async {
@@ -216,7 +281,7 @@ impl Alarms {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(target = url, error = %e, "alarm webhook client failed");
-                return;
+                return false;
             }
         };
         let result = client
@@ -226,16 +291,23 @@ impl Alarms {
             .send()
             .await;
         match result {
-            Ok(r) if r.status().is_success() => {}
-            Ok(r) => tracing::warn!(target = url, status = %r.status(), "alarm webhook refused"),
-            Err(e) => tracing::warn!(target = url, error = %e, "alarm webhook failed"),
+            Ok(r) if r.status().is_success() => true,
+            Ok(r) => {
+                tracing::warn!(target = url, status = %r.status(), "alarm webhook refused");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(target = url, error = %e, "alarm webhook failed");
+                false
+            }
         }
     }
 
-    async fn mail(&self, to: &Address, job: &Job, fire: &Fire, text: &str) {
+    /// One try of an e-mail; true when the relay took it.
+    async fn mail(&self, to: &Address, job: &Job, fire: &Fire, text: &str) -> bool {
         let Some(mail) = &self.mail else {
             tracing::warn!(target = %to, "e-mail alarm not sent: no SMTP relay is configured (SHARDLINE_SMTP_URL)");
-            return;
+            return false;
         };
         let message = Message::builder()
             .from(mail.from.clone())
@@ -255,9 +327,10 @@ impl Alarms {
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
-        if let Err(e) = result {
+        if let Err(e) = &result {
             tracing::warn!(target = %to, error = %e, "e-mail alarm failed");
         }
+        result.is_ok()
     }
 }
 

@@ -239,6 +239,7 @@ pub async fn serve(
     // next start).
     events_task.abort();
     let _ = events_task.await;
+    alarms.drain(Duration::from_secs(10)).await;
     drop(scheduler);
     drop(dispatcher);
     // The writer ends once the last sink (held by the router and the dispatcher, now dropped)

@@ -164,9 +164,7 @@ async fn on_fire_final(
             return Ok(());
         }
         // Retries exhausted: one alarm for the fire, whichever admin gets here first.
-        if store.claim_alarm(fire_id, 1).await? {
-            alarms.send(job, fire, &runs);
-        }
+        alarms.raise(store, job, fire, &runs).await?;
     }
     if state == FireState::Succeeded {
         for child_id in job.child_ids() {

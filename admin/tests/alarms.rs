@@ -291,6 +291,31 @@ srv.serve_forever()
     db.cleanup().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_alarm_no_target_took_is_recorded_as_failed() {
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    // Nothing listens there: each of the three tries is refused.
+    let closed = format!("http://127.0.0.1:{}/alarm", free_port());
+    let (_, down, e1) = failing_fire(&admin, "down-app", &closed).await;
+    let (_, quiet, e2) = failing_fire(&admin, "quiet-app", "").await;
+    let mut v = Value::Null;
+    for _ in 0..150 {
+        v = admin.get(&format!("/fires/{down}")).await;
+        if v["alarm_state"] != -1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(v["alarm_state"], 3, "failed after its tries: {v}");
+    let v = admin.get(&format!("/fires/{quiet}")).await;
+    assert_eq!(v["alarm_state"], 1, "no target, none needed: {v}");
+    e1.stop().await;
+    e2.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
 #[tokio::test]
 async fn bad_alarm_targets_and_smtp_settings_are_refused() {
     let db = TestDb::sqlite();

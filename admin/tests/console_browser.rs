@@ -394,6 +394,16 @@ async fn operator_walkthrough_in_chromium() {
         "killed"
     );
     s.shot("13-run-killed").await;
+    // Its fire failed; with no alarm target, the fire page says that no alarm was needed.
+    let fire_id = fire["fire_id"].as_i64().unwrap();
+    for _ in 0..100 {
+        if admin.get(&format!("/fires/{fire_id}")).await["alarm_state"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    s.goto(&format!("/console/#/fires/{fire_id}")).await;
+    s.wait_text("#fire-alarm", "None needed").await;
 
     // Lists with filters.
     s.goto(&format!("/console/#/runs?job_id={jid}")).await;

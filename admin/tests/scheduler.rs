@@ -294,16 +294,20 @@ async fn misfire_policies_after_downtime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retries_back_off_and_alarm_once() {
     let db = TestDb::sqlite();
-    // A webhook receiver for the alarm.
+    // A webhook receiver for the alarm, down for its first request.
     let alarms: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let a2 = alarms.clone();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (a2, h2) = (alarms.clone(), hits.clone());
     let hook = axum::Router::new().route(
         "/alarm",
         axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let a = a2.clone();
+            let (a, h) = (a2.clone(), h2.clone());
             async move {
+                if h.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                }
                 a.lock().unwrap().push(v);
-                "ok"
+                axum::http::StatusCode::OK
             }
         }),
     );
@@ -352,6 +356,13 @@ async fn retries_back_off_and_alarm_once() {
             .all(|r| r["params"] == "p-1" && r["shard_index"] == 0),
         "same parameters"
     );
+    // The webhook refused the first try; the second, a second later, went through.
+    for _ in 0..50 {
+        if admin.get(&format!("/fires/{fire}")).await["alarm_state"] == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = alarms.lock().unwrap().clone();
     assert_eq!(
@@ -360,6 +371,13 @@ async fn retries_back_off_and_alarm_once() {
         "one alarm per failed fire, after its retries: {sent:?}"
     );
     assert_eq!(sent[0]["fire_id"], fire);
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "tried again once"
+    );
+    let v = admin.get(&format!("/fires/{fire}")).await;
+    assert_eq!(v["alarm_state"], 2, "the alarm is recorded as sent: {v}");
     e.stop().await;
     admin.stop().await;
     db.cleanup().await;

@@ -674,6 +674,10 @@ mod tests {
                 .filter(|g| **g != GlueType::GlueGroovy)
                 .map(|v| format!("glue.{}", v.as_str())),
         );
+        {
+            use crate::alarm::state::{FAILED, NONE_NEEDED, SENDING, SENT};
+            want.extend([SENDING, NONE_NEEDED, SENT, FAILED].map(|v| format!("alarm.{v}")));
+        }
         for s in ["AVERAGE", "ODEVITY", "ROTATE", "WEIGHTED", "AFFINITY"] {
             assert!(crate::sharding::parse_strategy(s).is_ok(), "{s}");
             want.push(format!("strategy.{s}"));

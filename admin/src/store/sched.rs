@@ -525,11 +525,11 @@ impl Store {
         Ok(moved)
     }
 
-    /// Records that a failed fire's alarm went out (or was not needed); true for the one caller
-    /// that should send it.
-    pub async fn claim_alarm(&self, fire_id: i64, state: i64) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => sqlx::query("UPDATE fires SET alarm_state = ? WHERE id = ? AND alarm_state = 0")
-            .bind(state).bind(fire_id).execute(pool).await.map(Done::from))?
+    /// Moves a fire's alarm state (`crate::alarm::state`) from `from` to `to`; true for the one
+    /// caller that moved it (so of two admins claiming an alarm, one sends it).
+    pub async fn move_alarm_state(&self, fire_id: i64, from: i64, to: i64) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE fires SET alarm_state = ? WHERE id = ? AND alarm_state = ?")
+            .bind(to).bind(fire_id).bind(from).execute(pool).await.map(Done::from))?
         .rows_affected();
         Ok(n == 1)
     }

@@ -227,6 +227,7 @@ pub fn openapi() -> Value {
                 "Fire": {"type": "object", "properties": {
                     "id": {"type": "integer"}, "job_id": {"type": "integer"}, "trigger_type": {"type": "string"},
                     "planned_at": {"type": "integer"}, "state": {"type": "string"},
+                    "alarm_state": {"type": "integer", "enum": [0, -1, 1, 2, 3], "description": "as XXL-JOB's alarm_status: 0 not (yet) failed for good, -1 sending, 1 no alarm target, 2 sent, 3 a target did not take it"},
                     "coverage": {"type": "object"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}}}
             }
         }
