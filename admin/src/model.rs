@@ -318,6 +318,8 @@ pub struct Run {
     pub shard_index: i64,
     pub shard_total: i64,
     pub attempt: i64,
+    /// Retries of the item before this run (failovers are attempts, not retries).
+    pub retries: i64,
     pub superseded: i64,
     pub executor_address: String,
     pub handler: String,

@@ -147,11 +147,11 @@ async fn on_fire_final(
                     Ok(RunState::Failed | RunState::TimedOut | RunState::Lost)
                 )
             })
-            .filter(|r| r.attempt < job.retry_count)
+            .filter(|r| r.retries < job.retry_count)
             .map(|r| {
                 (
                     r.id,
-                    now + retry_delay(job.retry_interval_s, job.retry_backoff, r.attempt),
+                    now + retry_delay(job.retry_interval_s, job.retry_backoff, r.retries),
                 )
             })
             .collect();
@@ -200,10 +200,10 @@ async fn on_fire_final(
     Ok(())
 }
 
-/// `interval × backoff^attempt`, capped.
-pub fn retry_delay(interval_s: i64, backoff: i64, attempt: i64) -> i64 {
+/// `interval × backoff^retries` (the retries of the item so far), capped.
+pub fn retry_delay(interval_s: i64, backoff: i64, retries: i64) -> i64 {
     let base = interval_s.max(0).saturating_mul(1000);
-    let factor = backoff.max(1).saturating_pow(attempt.clamp(0, 20) as u32);
+    let factor = backoff.max(1).saturating_pow(retries.clamp(0, 20) as u32);
     base.saturating_mul(factor).min(MAX_RETRY_DELAY_MS)
 }
 

@@ -719,7 +719,7 @@ async fn retry_run(
     let Some(fire) = store.get_fire(run.fire_id).await? else {
         return Ok(());
     };
-    dispatcher.redispatch(&fire, &[run]).await?;
+    dispatcher.retry(&fire, &[run]).await?;
     Ok(())
 }
 

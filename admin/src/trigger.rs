@@ -559,6 +559,7 @@ impl Dispatcher {
                 shard_index: index,
                 shard_total: total,
                 attempt: 0,
+                retries: 0,
                 executor_address: address,
                 handler: job.handler.clone(),
                 params: params.to_string(),
@@ -1024,9 +1025,16 @@ impl Dispatcher {
         }
     }
 
-    /// Re-dispatches the given runs of a fire as new attempts (retry of failed items, lost runs).
+    /// Re-dispatches the given ended runs of a fire as new attempts, as an operator asked ("retry
+    /// the failed items"): the job's retries are left for the runs' own failures.
     pub async fn redispatch(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
-        self.replace_runs(fire, runs, None).await
+        self.replace_runs(fire, runs, None, false).await
+    }
+
+    /// Re-dispatches the given failed runs of a fire as the job's retries of their items (each
+    /// new run counts one more retry than the run it replaces).
+    pub async fn retry(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
+        self.replace_runs(fire, runs, None, true).await
     }
 
     /// Declares open runs lost (their executor died) and runs their items elsewhere at once, as
@@ -1041,7 +1049,7 @@ impl Dispatcher {
         for r in runs {
             self.mark_unhealthy(&r.executor_address);
         }
-        self.replace_runs(fire, runs, Some(reason)).await
+        self.replace_runs(fire, runs, Some(reason), false).await
     }
 
     async fn replace_runs(
@@ -1049,6 +1057,7 @@ impl Dispatcher {
         fire: &Fire,
         runs: &[Run],
         lost: Option<&str>,
+        retry: bool,
     ) -> Result<Vec<i64>, TriggerError> {
         if runs.is_empty() {
             return Ok(vec![]);
@@ -1063,7 +1072,9 @@ impl Dispatcher {
                 let address = self
                     .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
                     .unwrap_or_default();
-                (r.id, NewRun::next_attempt(r, address))
+                let mut next = NewRun::next_attempt(r, address);
+                next.retries += i64::from(retry);
+                (r.id, next)
             })
             .collect();
         let ids = self

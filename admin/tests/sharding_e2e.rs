@@ -1400,6 +1400,64 @@ async fn max_node_calls_exactly_m_executors_whose_partitions_cover_the_table() {
     admin.stop().await;
 }
 
+/// A failover is a new attempt, not a retry: an item whose executor was dead fails over, fails
+/// there, and still gets the retry its job asks for (it used to count the failover as one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_uses_up_none_of_the_items_retries() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = group(&admin, "retry-app").await;
+    let live = TestExecutor::start("retry-app", &admin.base, |b| {
+        b.handler("fail", |_| async { JobResult::fail("failing on purpose") })
+    })
+    .await;
+    admin.wait_executors(gid, 1).await;
+    let dead = register_dead(&admin, "retry-app").await;
+    admin.wait_executors(gid, 2).await;
+    // One item: the dead executor sorts first and gets it.
+    let jid = items_job(
+        &admin,
+        gid,
+        "fail",
+        1,
+        json!({"retry_count": 1, "retry_interval_s": 0}),
+    )
+    .await;
+    let id = trigger(&admin, jid, json!({})).await;
+    let mut fire = Value::Null;
+    for _ in 0..100 {
+        fire = admin.wait_fire(id).await;
+        if runs(&fire).len() >= 3 && fire["state"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let all: Vec<(Value, Value, Value, Value)> = runs(&fire)
+        .into_iter()
+        .map(|r| {
+            (
+                r["attempt"].clone(),
+                r["retries"].clone(),
+                r["state"].clone(),
+                json!(r["executor_address"] == dead),
+            )
+        })
+        .collect();
+    assert_eq!(
+        all,
+        vec![
+            (json!(0), json!(0), json!("failed"), json!(true)),
+            (json!(1), json!(0), json!("failed"), json!(false)),
+            (json!(2), json!(1), json!("failed"), json!(false)),
+        ],
+        "the dead executor's dispatch, its failover, then the job's one retry: {fire}"
+    );
+    live.stop().await;
+    admin.stop().await;
+    db.cleanup().await;
+}
+
 /// A broadcast to a registered executor that is dead: its item fails over, and the fire is never
 /// reported failed on the way (no failure alarm, no retry of the item), however soon the other
 /// items' results come in. The unanswered request used to be stored before its new attempt, and a

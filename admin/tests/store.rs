@@ -38,6 +38,7 @@ fn run(index: i64, total: i64, addr: &str) -> NewRun {
         shard_index: index,
         shard_total: total,
         attempt: 0,
+        retries: 0,
         executor_address: addr.to_string(),
         handler: "h".into(),
         params: String::new(),

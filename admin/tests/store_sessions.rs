@@ -240,6 +240,7 @@ async fn dashboard_aggregates_respect_scope() {
             shard_index: i,
             shard_total: 3,
             attempt: 0,
+            retries: 0,
             executor_address: "http://127.0.0.1:9/".into(),
             handler: "h".into(),
             params: String::new(),
@@ -288,12 +289,15 @@ async fn dashboard_aggregates_respect_scope() {
             .unwrap();
         let retry = NewRun {
             attempt: 1,
+            retries: 1,
             ..run(1)
         };
         let r3 = store
             .add_attempts(&fire1, &[(r1[1], retry)], Replacing::Ended, t + 20)
             .await
             .unwrap();
+        let stored = store.get_run(r3[0]).await.unwrap().unwrap();
+        assert_eq!((stored.attempt, stored.retries), (1, 1));
         store
             .finish_run(r3[0], RunState::Succeeded, 200, "ok", t + 30)
             .await

@@ -13,7 +13,7 @@ use crate::model::{Fire, FireState, Run, RunState};
 // Send and finish times are stored as 0 until they happen (so that setting them rewrites a MySQL
 // row in place; migrations/mysql/0004_times_in_place.sql) and read as `None` then.
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
-pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at";
+pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
 
 /// A run to create (the fire id is filled in by the store).
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +21,8 @@ pub struct NewRun {
     pub shard_index: i64,
     pub shard_total: i64,
     pub attempt: i64,
+    /// Retries of the item before this run (failovers are attempts, not retries).
+    pub retries: i64,
     pub executor_address: String,
     pub handler: String,
     pub params: String,
@@ -35,6 +37,7 @@ impl NewRun {
             shard_index: run.shard_index,
             shard_total: run.shard_total,
             attempt: run.attempt + 1,
+            retries: run.retries,
             executor_address,
             handler: run.handler.clone(),
             params: run.params.clone(),
@@ -451,6 +454,7 @@ impl Store {
                     shard_index: r.shard_index,
                     shard_total: r.shard_total,
                     attempt: r.attempt,
+                    retries: r.retries,
                     superseded: 0,
                     executor_address: r.executor_address.clone(),
                     handler: r.handler.clone(),
@@ -1026,7 +1030,7 @@ where
     Option<String>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
-    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
+    let mut qb = QueryBuilder::new("INSERT INTO runs (fire_id, job_id, group_id, shard_index, shard_total, attempt, retries, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at) ");
     qb.push_values(rows, |mut b, (fire_id, job_id, group_id, r)| {
         b.push_bind(*fire_id)
             .push_bind(*job_id)
@@ -1034,6 +1038,7 @@ where
             .push_bind(r.shard_index)
             .push_bind(r.shard_total)
             .push_bind(r.attempt)
+            .push_bind(r.retries)
             .push_bind(0i64)
             .push_bind(r.executor_address.as_str())
             .push_bind(r.handler.as_str())

@@ -222,6 +222,7 @@ pub fn openapi() -> Value {
                 "Run": {"type": "object", "properties": {
                     "id": {"type": "integer"}, "fire_id": {"type": "integer"}, "job_id": {"type": "integer"},
                     "shard_index": {"type": "integer"}, "shard_total": {"type": "integer"}, "attempt": {"type": "integer"},
+                    "retries": {"type": "integer", "description": "retries of the item before this run (a failover is an attempt, not a retry)"},
                     "executor_address": {"type": "string"}, "state": {"$ref": "#/components/schemas/RunState"},
                     "trigger_msg": {"type": "string"}, "handle_code": {"type": "integer"}, "handle_msg": {"type": "string"}}},
                 "Fire": {"type": "object", "properties": {
