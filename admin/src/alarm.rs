@@ -91,10 +91,9 @@ impl Shape {
     }
 }
 
-/// The one-paragraph text of an alarm.
-pub fn text(job: &Job, fire: &Fire, runs: &[Run]) -> String {
-    let failed: Vec<String> = runs
-        .iter()
+/// One line per item that did not succeed (the first ten), for the texts below.
+fn failed_items(runs: &[Run]) -> Vec<String> {
+    runs.iter()
         .filter(|r| r.superseded == 0 && r.state != "succeeded")
         .take(10)
         .map(|r| {
@@ -109,7 +108,11 @@ pub fn text(job: &Job, fire: &Fire, runs: &[Run]) -> String {
                 r.shard_index, r.executor_address, r.state
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The one-paragraph text of an alarm (the log line, and the chat services' message).
+pub fn text(job: &Job, fire: &Fire, runs: &[Run]) -> String {
     format!(
         "Shardline: job {} \"{}\" fire {} failed (planned at {} ms, trigger {}). {}",
         job.id,
@@ -117,8 +120,28 @@ pub fn text(job: &Job, fire: &Fire, runs: &[Run]) -> String {
         fire.id,
         fire.planned_at,
         fire.trigger_type,
-        failed.join("; ")
+        failed_items(runs).join("; ")
     )
+}
+
+/// The body of an alarm e-mail: the same facts, a line each.
+pub fn mail_body(job: &Job, fire: &Fire, runs: &[Run]) -> String {
+    let planned = chrono::DateTime::from_timestamp_millis(fire.planned_at)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+        .unwrap_or_else(|| format!("{} ms", fire.planned_at));
+    let mut body = format!(
+        "Job {} \"{}\" (group {}), fire {} failed after its retries.\n\
+         Planned at: {planned}\n\
+         Trigger: {}\n\n\
+         Items that did not succeed:\n",
+        job.id, job.name, job.group_id, fire.id, fire.trigger_type
+    );
+    for line in failed_items(runs) {
+        body.push_str("- ");
+        body.push_str(&line);
+        body.push('\n');
+    }
+    body
 }
 
 /// The request body for a target of `shape`.
@@ -235,7 +258,7 @@ impl Alarms {
                     tokio::time::sleep(pause).await;
                     sent = match target {
                         Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
-                        Target::Email(to) => this.mail(to, &job, &fire, &text).await,
+                        Target::Email(to) => this.mail(to, &job, &fire, &runs).await,
                     };
                 }
                 all &= sent;
@@ -304,7 +327,7 @@ impl Alarms {
     }
 
     /// One try of an e-mail; true when the relay took it.
-    async fn mail(&self, to: &Address, job: &Job, fire: &Fire, text: &str) -> bool {
+    async fn mail(&self, to: &Address, job: &Job, fire: &Fire, runs: &[Run]) -> bool {
         let Some(mail) = &self.mail else {
             tracing::warn!(target = %to, "e-mail alarm not sent: no SMTP relay is configured (SHARDLINE_SMTP_URL)");
             return false;
@@ -317,7 +340,7 @@ impl Alarms {
                 job.id, job.name, fire.id
             ))
             .header(ContentType::TEXT_PLAIN)
-            .body(text.to_string());
+            .body(mail_body(job, fire, runs));
         let result = match message {
             Ok(m) => mail
                 .relay

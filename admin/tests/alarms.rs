@@ -158,6 +158,10 @@ async fn an_email_alarm_goes_through_the_smtp_relay_once() {
             "{mail}"
         );
         assert!(mail.contains("disk full on purpose"), "{mail}");
+        assert!(
+            mail.contains("\n- item 0 on ") && mail.contains("\nTrigger: API"),
+            "a fact a line: {mail}"
+        );
     }
     executor.stop().await;
     admin.stop().await;
