@@ -438,7 +438,8 @@ impl Scheduler {
                 now - o.planned_at > threshold && latest.get(&o.job_id) != Some(&o.planned_at)
             });
         let ids: Vec<i64> = superseded.iter().map(|o| o.fire_id).collect();
-        self.store
+        let ended = self
+            .store
             .skip_claims(
                 &ids,
                 &self.node,
@@ -446,6 +447,7 @@ impl Scheduler {
                 now,
             )
             .await?;
+        self.dispatcher.announce(&ended);
         Ok(keep)
     }
 
@@ -590,8 +592,11 @@ impl Scheduler {
             if ids.is_empty() {
                 continue;
             }
-            if let Err(e) = self.store.skip_claims(&ids, &self.node, msg, now).await {
-                tracing::warn!(error = %e, fires = ids.len(), "claimed fires not closed; they will be taken over");
+            match self.store.skip_claims(&ids, &self.node, msg, now).await {
+                Ok(ended) => self.dispatcher.announce(&ended),
+                Err(e) => {
+                    tracing::warn!(error = %e, fires = ids.len(), "claimed fires not closed; they will be taken over")
+                }
             }
         }
         if on_time.is_empty() {

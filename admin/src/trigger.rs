@@ -1162,10 +1162,15 @@ impl Dispatcher {
     /// Returns the fires that became final.
     pub async fn refresh_many(&self, fire_ids: &[i64]) -> Result<Vec<FireEnded>, StoreError> {
         let ended = self.store.refresh_fire_states(fire_ids, now_ms()).await?;
-        for e in &ended {
+        self.announce(&ended);
+        Ok(ended)
+    }
+
+    /// Hands fires that ended to the follow-up task (retries, alarms, child jobs, FIX_DELAY).
+    pub fn announce(&self, ended: &[FireEnded]) {
+        for e in ended {
             let _ = self.events.send(*e);
         }
-        Ok(ended)
     }
 
     /// Recomputes a fire's state after its runs changed, and announces it when it became final.

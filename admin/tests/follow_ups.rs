@@ -214,3 +214,58 @@ async fn follow_ups_left_undone_are_done_by_the_next_admin() {
         db.cleanup().await;
     }
 }
+
+/// A FIX_DELAY job plans its next fire when one ends, and a fire that misfired ends too: taken
+/// over from an admin that died, too late to run (DO_NOTHING), it is skipped and the job goes on
+/// (it used to stop for good, nothing being left to plan its next fire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let admin = TestAdmin::start(&db).await;
+        let gid = admin
+            .post("/groups", json!({"appname": "late-app", "title": "Late"}))
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let executor = TestExecutor::start("late-app", &admin.base, |b| {
+            b.handler("ok", |_| async { JobResult::success() })
+        })
+        .await;
+        admin.wait_executors(gid, 1).await;
+        let job = admin
+            .post(
+                "/jobs",
+                json!({"group_id": gid, "name": "delayed", "handler": "ok",
+                "schedule_type": "FIX_DELAY", "schedule_conf": "1"}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let stopped = admin.stop_keeping_address().await;
+
+        // The job runs and its next fire, a minute ago, was claimed by an admin that died.
+        let planned = shardline_admin::model::now_ms() - 60_000;
+        exec_sql(
+            &db,
+            &[
+                format!("INSERT INTO fires (job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, children_done, alarm_state, created_at) VALUES ({job}, {gid}, 'FIX_DELAY', {planned}, '{job}:{planned}', '', 'scheduled', 0, '', 'a-dead-admin', {}, 0, 0, {planned})", planned + 1_000),
+                format!("UPDATE jobs SET enabled = 1, next_fire_at = NULL, last_fire_at = {planned} WHERE id = {job}"),
+            ],
+        )
+        .await;
+        let admin = stopped.start_again(&db).await;
+        eventually("the job's next fire", || async {
+            let fires = fires_of(&admin, job).await;
+            let ok = fires.len() >= 2
+                && fires[0]["state"] == "skipped"
+                && fires[1]["state"] == "succeeded"
+                && fires[1]["trigger_type"] == "FIX_DELAY";
+            (!ok).then(|| format!("{kind}: {fires:?}"))
+        })
+        .await;
+        executor.stop().await;
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}

@@ -250,14 +250,7 @@ macro_rules! refresh_in_tx {
         }
         let follow: Vec<&FireEnded> = changed.iter().filter(|e| e.follow_up).collect();
         for piece in cached_chunks(&follow) {
-            let mut qb = QueryBuilder::new("INSERT INTO follow_ups (fire_id, job_id, state, created_at) ");
-            qb.push_values(piece, |mut row, e| {
-                row.push_bind(e.fire_id).push_bind(e.job_id).push_bind(e.state.as_str()).push_bind(e.at);
-            });
-            // A fire that ended again (its retries failed) before its last follow-up was
-            // cleared: the row takes the new end, which that clearing leaves alone.
-            qb.push(dialect.upsert("fire_id", &["state", "created_at"]));
-            qb.build().execute(&mut *$tx).await?;
+            follow_ups_insert(dialect, piece).build().execute(&mut *$tx).await?;
         }
         changed
     }};
@@ -1016,6 +1009,28 @@ fn fire_state_of(counts: &[(String, i64)]) -> FireState {
     } else {
         FireState::Failed
     }
+}
+
+/// The `INSERT` of the `follow_ups` rows of `ends`.
+pub(crate) fn follow_ups_insert<'a, DB: sqlx::Database>(
+    dialect: super::Dialect,
+    ends: &'a [&'a FireEnded],
+) -> QueryBuilder<'a, DB>
+where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut qb = QueryBuilder::new("INSERT INTO follow_ups (fire_id, job_id, state, created_at) ");
+    qb.push_values(ends, |mut row, e| {
+        row.push_bind(e.fire_id)
+            .push_bind(e.job_id)
+            .push_bind(e.state.as_str())
+            .push_bind(e.at);
+    });
+    // A fire that ended again (its retries failed) before its last follow-up was cleared: the
+    // row takes the new end, which that clearing leaves alone.
+    qb.push(dialect.upsert("fire_id", &["state", "created_at"]));
+    qb
 }
 
 /// The multi-row `INSERT` of new runs (state `triggering`), of one fire or several: (fire id,

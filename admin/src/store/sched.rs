@@ -343,25 +343,46 @@ impl Store {
     }
 
     /// Closes claimed fires without dispatching them (misfired, job stopped or deleted), where
-    /// `node` still owns them, a statement per chunk: an overloaded admin skips thousands of
-    /// misfired fires a second, and a statement each made it fall further behind.
+    /// `node` still owns them, a few statements per chunk: an overloaded admin skips thousands of
+    /// misfired fires a second, and a statement each made it fall further behind. A skipped
+    /// FIX_DELAY fire is an end its job's next fire is planned from: those get a `follow_ups`
+    /// row in the same transaction and are returned, for the caller to announce.
     pub async fn skip_claims(
         &self,
         fire_ids: &[i64],
         node: &str,
         message: &str,
         now: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Vec<FireEnded>> {
+        let dialect = self.dialect();
+        let begin = self.begin_write();
+        let mut ended = Vec::new();
         for chunk in fire_ids.chunks(500) {
-            with_pool!(self, pool => {
+            let ends = with_pool!(self, pool => {
+                let mut tx = pool.begin_with(begin).await?;
                 let mut qb = QueryBuilder::new("UPDATE fires SET state = 'skipped', message = ");
                 qb.push_bind(message).push(", finished_at = ").push_bind(now)
                     .push(", claim_expires_at = 0 WHERE +state = 'scheduled' AND owner = ").push_bind(node);
                 super::fires::push_in(&mut qb, "id", chunk);
-                qb.build().execute(pool).await?;
+                qb.build().execute(&mut *tx).await?;
+                let mut sel = QueryBuilder::new("SELECT id, job_id FROM fires WHERE state = 'skipped' AND trigger_type = 'FIX_DELAY' AND finished_at = ");
+                sel.push_bind(now).push(" AND owner = ").push_bind(node);
+                super::fires::push_in(&mut sel, "id", chunk);
+                let rows: Vec<(i64, i64)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+                let ends: Vec<FireEnded> = rows
+                    .into_iter()
+                    .map(|(fire_id, job_id)| FireEnded { fire_id, job_id, state: FireState::Skipped, at: now, follow_up: true })
+                    .collect();
+                let refs: Vec<&FireEnded> = ends.iter().collect();
+                for piece in cached_chunks(&refs) {
+                    super::fires::follow_ups_insert(dialect, piece).build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                ends
             });
+            ended.extend(ends);
         }
-        Ok(())
+        Ok(ended)
     }
 
     /// Gives claims back (shutdown): the fire rows still `scheduled` and owned by `node` go, and
