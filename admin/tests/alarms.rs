@@ -1,6 +1,8 @@
 //! Alarms reach real receivers: an e-mail through a real SMTP server (aiosmtpd, from PyPI) and a
 //! webhook over HTTPS (Python's TLS server, with a certificate of a test CA the admin is told to
-//! trust through `SSL_CERT_FILE`). Bad targets are refused when the job is saved.
+//! trust through `SSL_CERT_FILE`); a webhook that does not answer is tried again and the outcome
+//! recorded. Bad targets are refused when the job is saved. The same TLS server stands for an
+//! admin behind HTTPS, which the SDK's client registers with.
 
 mod common;
 
@@ -168,87 +170,96 @@ async fn an_email_alarm_goes_through_the_smtp_relay_once() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_webhook_alarm_goes_out_over_https() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    // A test CA and a certificate for 127.0.0.1 signed by it.
-    let ext = dir.join("leaf.ext");
-    std::fs::write(
-        &ext,
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl runs");
-        assert!(out.status.success(), "openssl {args:?}: {out:?}");
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &ec,
+/// A test CA and a certificate for 127.0.0.1 signed by it, made once for this test binary with
+/// openssl, in a folder kept until the binary ends. The CA is made the trusted store of every
+/// client built after this (`SSL_CERT_FILE`): the admin's webhook client (built at its first
+/// webhook) and the SDK's client (built with the executor). One CA for every test, so that
+/// tests running side by side set the variable to the same file.
+fn test_ca() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(
+            dir.join("leaf.ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl runs");
+            assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        openssl(
             &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=shardline test CA",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &ec,
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=shardline test CA",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
             &[
-                "-keyout",
-                "leaf.key",
-                "-out",
-                "leaf.csr",
-                "-subj",
-                "/CN=127.0.0.1",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "leaf.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "leaf.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "leaf.ext",
-    ]);
-    // The admin's webhook client reads the trust store when it sends its first webhook; this
-    // test binary's admins send no other.
-    std::env::set_var("SSL_CERT_FILE", dir.join("ca.pem"));
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "leaf.key",
+                    "-out",
+                    "leaf.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "leaf.ext",
+        ]);
+        std::env::set_var("SSL_CERT_FILE", dir.join("ca.pem"));
+        tmp
+    })
+    .path()
+}
 
-    let received = dir.join("received");
-    std::fs::create_dir(&received).unwrap();
+/// An HTTPS server (Python's, with the test CA's certificate for 127.0.0.1) that writes the body
+/// of every POST to a file of `out` and answers with an XXL-JOB success envelope. Returns it and
+/// its port.
+async fn https_receiver(out: &Path) -> (Server, u16) {
+    let ca = test_ca();
     let port = free_port();
     let script = r#"
 import http.server, ssl, sys, os, itertools
@@ -259,20 +270,30 @@ class H(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers['Content-Length']))
         with open(os.path.join(out, str(next(n))), 'wb') as f:
             f.write(body)
-        self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()
-        self.wfile.write(b'ok')
+        answer = b'{"code":200,"msg":null,"content":null}'
+        self.send_response(200); self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(answer))); self.end_headers()
+        self.wfile.write(answer)
 srv = http.server.HTTPServer(('127.0.0.1', port), H)
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 srv.serve_forever()
 "#;
-    let mut hook = Command::new("python3");
-    hook.args(["-c", script, &port.to_string()])
-        .arg(dir.join("leaf.pem"))
-        .arg(dir.join("leaf.key"))
-        .arg(&received)
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &port.to_string()])
+        .arg(ca.join("leaf.pem"))
+        .arg(ca.join("leaf.key"))
+        .arg(out)
         .stderr(Stdio::null());
-    let _hook = Server::start(hook, port, "the HTTPS receiver").await;
+    (Server::start(cmd, port, "the HTTPS receiver").await, port)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_alarm_goes_out_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let received = tmp.path().join("received");
+    std::fs::create_dir(&received).unwrap();
+    let (_hook, port) = https_receiver(&received).await;
 
     let db = TestDb::sqlite();
     let admin = TestAdmin::start(&db).await;
@@ -293,6 +314,26 @@ srv.serve_forever()
     executor.stop().await;
     admin.stop().await;
     db.cleanup().await;
+}
+
+/// The SDK's client speaks TLS too: an executor given an `https://` admin address (an admin
+/// behind a TLS-terminating proxy) registers there, trusting the CA of `SSL_CERT_FILE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_registers_with_an_admin_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let received = tmp.path().join("received");
+    std::fs::create_dir(&received).unwrap();
+    let (_admin, port) = https_receiver(&received).await;
+    let executor = TestExecutor::start("tls-app", &format!("https://127.0.0.1:{port}"), |b| {
+        b.handler("ok", |_| async { JobResult::success() })
+    })
+    .await;
+    let bodies = wait_files(&received, 1).await;
+    let beat: Value = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!(beat["registryGroup"], "EXECUTOR", "{beat}");
+    assert_eq!(beat["registryKey"], "tls-app", "{beat}");
+    assert_eq!(beat["registryValue"], executor.address, "{beat}");
+    executor.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
