@@ -256,12 +256,38 @@ fn test_ca() -> &'static Path {
 }
 
 /// An HTTPS server (Python's, with the test CA's certificate for 127.0.0.1) that writes the body
-/// of every POST to a file of `out` and answers with an XXL-JOB success envelope. Returns it and
-/// its port.
-async fn https_receiver(out: &Path) -> (Server, u16) {
-    let ca = test_ca();
-    let port = free_port();
-    let script = r#"
+/// of every POST to a file of its folder and answers with an XXL-JOB success envelope.
+struct HttpsReceiver {
+    port: u16,
+    out: tempfile::TempDir,
+    _server: Server,
+}
+
+impl HttpsReceiver {
+    async fn start() -> HttpsReceiver {
+        let out = tempfile::tempdir().unwrap();
+        let ca = test_ca();
+        let port = free_port();
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", HTTPS_RECEIVER, &port.to_string()])
+            .arg(ca.join("leaf.pem"))
+            .arg(ca.join("leaf.key"))
+            .arg(out.path())
+            .stderr(Stdio::null());
+        HttpsReceiver {
+            port,
+            out,
+            _server: Server::start(cmd, port, "the HTTPS receiver").await,
+        }
+    }
+
+    /// The bodies received, waiting up to 10 s for `n` of them.
+    async fn bodies(&self, n: usize) -> Vec<String> {
+        wait_files(self.out.path(), n).await
+    }
+}
+
+const HTTPS_RECEIVER: &str = r#"
 import http.server, ssl, sys, os, itertools
 port, cert, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 n = itertools.count()
@@ -279,21 +305,11 @@ ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(cert, key)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 srv.serve_forever()
 "#;
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &port.to_string()])
-        .arg(ca.join("leaf.pem"))
-        .arg(ca.join("leaf.key"))
-        .arg(out)
-        .stderr(Stdio::null());
-    (Server::start(cmd, port, "the HTTPS receiver").await, port)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_webhook_alarm_goes_out_over_https() {
-    let tmp = tempfile::tempdir().unwrap();
-    let received = tmp.path().join("received");
-    std::fs::create_dir(&received).unwrap();
-    let (_hook, port) = https_receiver(&received).await;
+    let hook = HttpsReceiver::start().await;
+    let port = hook.port;
 
     let db = TestDb::sqlite();
     let admin = TestAdmin::start(&db).await;
@@ -303,9 +319,9 @@ async fn a_webhook_alarm_goes_out_over_https() {
         &format!("https://127.0.0.1:{port}/alarm"),
     )
     .await;
-    let bodies = wait_files(&received, 1).await;
+    let bodies = hook.bodies(1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(wait_files(&received, 1).await.len(), 1, "one alarm");
+    assert_eq!(hook.bodies(1).await.len(), 1, "one alarm");
     let v: Value = serde_json::from_str(&bodies[0]).unwrap();
     assert_eq!(v["event"], "fire_failed");
     assert_eq!(v["job_id"], job);
@@ -320,15 +336,13 @@ async fn a_webhook_alarm_goes_out_over_https() {
 /// behind a TLS-terminating proxy) registers there, trusting the CA of `SSL_CERT_FILE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_executor_registers_with_an_admin_over_https() {
-    let tmp = tempfile::tempdir().unwrap();
-    let received = tmp.path().join("received");
-    std::fs::create_dir(&received).unwrap();
-    let (_admin, port) = https_receiver(&received).await;
+    let admin = HttpsReceiver::start().await;
+    let port = admin.port;
     let executor = TestExecutor::start("tls-app", &format!("https://127.0.0.1:{port}"), |b| {
         b.handler("ok", |_| async { JobResult::success() })
     })
     .await;
-    let bodies = wait_files(&received, 1).await;
+    let bodies = admin.bodies(1).await;
     let beat: Value = serde_json::from_str(&bodies[0]).unwrap();
     assert_eq!(beat["registryGroup"], "EXECUTOR", "{beat}");
     assert_eq!(beat["registryKey"], "tls-app", "{beat}");
