@@ -287,6 +287,7 @@ impl HttpsReceiver {
     }
 }
 
+/// [`HttpsReceiver`]'s script; its arguments: port, certificate, key, output folder.
 const HTTPS_RECEIVER: &str = r#"
 import http.server, ssl, sys, os, itertools
 port, cert, key, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
