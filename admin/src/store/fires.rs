@@ -106,8 +106,8 @@ pub struct FireEnded {
     /// When it ended (epoch ms).
     pub at: i64,
     /// Whether something follows (a failure; a success of a job with child jobs or of a
-    /// FIX_DELAY job): then a `follow_ups` row was written with the end, and stays until the
-    /// follow-up is done ([`Store::follow_ups_done`]).
+    /// FIX_DELAY job; a FIX_DELAY fire skipped): then a `follow_ups` row was written with the
+    /// end, and stays until the follow-up is done ([`Store::follow_ups_done`]).
     pub follow_up: bool,
 }
 

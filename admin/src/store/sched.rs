@@ -482,7 +482,7 @@ impl Store {
             .map(|(fire_id, job_id, state, at)| FireEnded {
                 fire_id,
                 job_id,
-                // Only the two final states are written there.
+                // Only ends are written there: succeeded, failed, skipped.
                 state: FireState::parse(&state).unwrap_or(FireState::Failed),
                 at,
                 follow_up: true,
