@@ -74,25 +74,28 @@ where
     panic!("{what} never happened; last seen: {last}");
 }
 
+/// A group of `appname` with one live executor whose handlers are `ok` and `fail`.
+async fn group_with_executor(admin: &TestAdmin, appname: &str) -> (i64, TestExecutor) {
+    let gid = admin
+        .post("/groups", json!({"appname": appname, "title": appname}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let executor = TestExecutor::start(appname, &admin.base, |b| {
+        b.handler("ok", |_| async { JobResult::success() })
+            .handler("fail", |_| async { JobResult::fail("failing on purpose") })
+    })
+    .await;
+    admin.wait_executors(gid, 1).await;
+    (gid, executor)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn follow_ups_left_undone_are_done_by_the_next_admin() {
     for db in TestDb::all().await {
         let kind = db.kind();
         let admin = TestAdmin::start(&db).await;
-        let gid = admin
-            .post(
-                "/groups",
-                json!({"appname": "follow-app", "title": "Follow"}),
-            )
-            .await["id"]
-            .as_i64()
-            .unwrap();
-        let executor = TestExecutor::start("follow-app", &admin.base, |b| {
-            b.handler("ok", |_| async { JobResult::success() })
-                .handler("fail", |_| async { JobResult::fail("failing on purpose") })
-        })
-        .await;
-        admin.wait_executors(gid, 1).await;
+        let (gid, executor) = group_with_executor(&admin, "follow-app").await;
         let create = |body: Value| {
             let admin = &admin;
             async move { admin.post("/jobs", body).await["id"].as_i64().unwrap() }
@@ -223,16 +226,7 @@ async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
     for db in TestDb::all().await {
         let kind = db.kind();
         let admin = TestAdmin::start(&db).await;
-        let gid = admin
-            .post("/groups", json!({"appname": "late-app", "title": "Late"}))
-            .await["id"]
-            .as_i64()
-            .unwrap();
-        let executor = TestExecutor::start("late-app", &admin.base, |b| {
-            b.handler("ok", |_| async { JobResult::success() })
-        })
-        .await;
-        admin.wait_executors(gid, 1).await;
+        let (gid, executor) = group_with_executor(&admin, "late-app").await;
         let job = admin
             .post(
                 "/jobs",
