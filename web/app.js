@@ -651,7 +651,7 @@
         }
         const mine = ++seq;
         try {
-          const r = await get('/cron/next' + qs({ expr, tz, count: 5 }));
+          const r = await get('/cron/next' + qs({ expr, tz, count: 5, lang }));
           if (mine !== seq) return;
           clear(box);
           box.classList.remove('bad');

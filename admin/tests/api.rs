@@ -1853,8 +1853,21 @@ async fn cron_preview() {
         ])
     );
     assert_eq!(v["timezone"], "UTC");
+    assert_eq!(v["description"], "at 12:00:00, every day");
+    // In the console's other language, description and warnings alike.
+    let r = cron(format!("expr={}&after=0&lang=zh-CN", enc("0 30 2 * * ?"))).await;
+    let v = expect_status(&r, 200);
+    assert_eq!(v["description"], "每天 02:30:00");
+    let r = cron(format!(
+        "expr={}&lang=zh&tz=America/New_York",
+        enc("0 30 2 * * ?")
+    ))
+    .await;
+    let v = expect_status(&r, 200);
     assert!(
-        v["description"].as_str().is_some_and(|d| !d.is_empty()),
+        v["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("会被跳过")),
         "{v}"
     );
     let r = cron(format!(
@@ -1922,6 +1935,12 @@ async fn cron_preview() {
         400,
         None,
         "invalid query string",
+    );
+    expect_error(
+        &cron(format!("expr={ok}&lang=fr")).await,
+        400,
+        Some("lang"),
+        "unknown language 'fr': use en or zh",
     );
     expect_error(&cron("tz=UTC".into()).await, 400, None, "expr");
     // Far ends of time: an answer, never a crash.

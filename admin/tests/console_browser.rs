@@ -318,7 +318,7 @@ async fn operator_walkthrough_in_chromium() {
         times.lines().all(|l| l.ends_with("02:00:00")),
         "02:00 in Asia/Shanghai: {times}"
     );
-    assert!(!s.text("#cron-desc").await.is_empty());
+    s.wait_text("#cron-desc", "at 02:00:00, every day").await;
     s.shot("06-job-form-cron-helper").await;
     // A typo is reported while typing.
     s.fill("#f-schedule_conf", "0 0 25 * * ?").await;
@@ -521,6 +521,8 @@ async fn operator_walkthrough_in_chromium() {
     s.shot("21-jobs-zh").await;
     s.goto(&format!("/console/#/jobs/{jid}")).await;
     s.find("#job-next").await;
+    // The cron helper speaks the console's language.
+    s.wait_text("#cron-desc", "每天 02:00:00").await;
     s.shot("22-job-zh").await;
     s.choose("#lang-select", "en").await;
     s.wait_text("#nav-jobs", "Jobs").await;

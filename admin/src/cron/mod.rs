@@ -99,14 +99,35 @@ impl CronExpr {
         times
     }
 
-    /// A plain-language English description, e.g. "at 02:30:00, every day" / "every 5 seconds".
-    pub fn describe(&self) -> String {
-        describe::describe(&self.parsed, max_year())
+    /// A plain-language description, e.g. "at 02:30:00, every day" / "every 5 seconds", or in
+    /// Chinese "每天 02:30:00" / "每5秒".
+    pub fn describe(&self, lang: Lang) -> String {
+        describe::describe(&self.parsed, max_year(), lang)
     }
 
     /// The expression as given to [`CronExpr::parse`].
     pub fn source(&self) -> &str {
         &self.source
+    }
+}
+
+/// The language of a description or a warning: the console's two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// `en` or `zh`, with or without a region (`zh-CN`, `en_US`); None for anything else.
+    pub fn parse(tag: &str) -> Option<Lang> {
+        let tag = tag.trim().to_ascii_lowercase();
+        let primary = tag.split(['-', '_']).next().unwrap_or("");
+        match primary {
+            "en" => Some(Lang::En),
+            "zh" => Some(Lang::Zh),
+            _ => None,
+        }
     }
 }
 
@@ -123,16 +144,17 @@ const WARNING_HORIZON_DAYS: i64 = 366;
 /// Warnings for the console: fire times in the next year that Quartz skips because of a DST gap
 /// (for example `0 30 2 * * ?` in America/New_York on the spring-forward day), wall-clock fire
 /// times that occur twice and fire once, or "never fires".
-pub fn schedule_warnings(expr: &CronExpr, tz: Tz, from_ms: i64) -> Vec<String> {
+pub fn schedule_warnings(expr: &CronExpr, tz: Tz, from_ms: i64, lang: Lang) -> Vec<String> {
+    let zone = tz.name();
     let mut warnings = Vec::new();
     if expr.next_after(from_ms, tz).is_none() {
-        warnings.push(format!(
-            "never fires: no fire time after {} in {}",
-            format_wall(
-                from_ms.div_euclid(1000) + calendar::offset_at(tz, from_ms.div_euclid(1000))
-            ),
-            tz.name()
-        ));
+        let from = format_wall(
+            from_ms.div_euclid(1000) + calendar::offset_at(tz, from_ms.div_euclid(1000)),
+        );
+        warnings.push(match lang {
+            Lang::En => format!("never fires: no fire time after {from} in {zone}"),
+            Lang::Zh => format!("永远不会触发：{zone} 时区 {from} 之后没有触发时间"),
+        });
         return warnings;
     }
     let from = from_ms.div_euclid(1000);
@@ -150,42 +172,45 @@ pub fn schedule_warnings(expr: &CronExpr, tz: Tz, from_ms: i64) -> Vec<String> {
         }
         let clock = |w: i64| format_wall(w)[11..16].to_string();
         let day = &format_wall(low)[..10];
-        let what = if fires.len() == 1 {
-            format!("the fire time {}", &format_wall(fires[0])[11..])
+        let first = &format_wall(fires[0])[11..];
+        let last = &format_wall(fires[fires.len() - 1])[11..];
+        let n = fires.len();
+        let gap = after > before;
+        // The clock jumps from `low` to `high`, or goes back from `high` to `low`.
+        let (from_clock, to_clock) = if gap {
+            (clock(low), clock(high))
         } else {
-            format!(
-                "the {} fire times from {} to {}",
-                fires.len(),
-                &format_wall(fires[0])[11..],
-                &format_wall(fires[fires.len() - 1])[11..]
-            )
+            (clock(high), clock(low))
         };
-        let single = fires.len() == 1;
-        let (exists, fire) = if single {
-            ("does not exist", "is skipped")
-        } else {
-            ("do not exist", "are skipped")
-        };
-        let (occur, fires_once) = if single {
-            ("occurs twice", "fires once")
-        } else {
-            ("occur twice", "fire once each")
-        };
-        if after > before {
-            warnings.push(format!(
-                "on {day} clocks in {} jump from {} to {}: {what} {exists} that day and {fire}",
-                tz.name(),
-                clock(low),
-                clock(high)
-            ));
-        } else {
-            warnings.push(format!(
-                "on {day} clocks in {} go back from {} to {}: {what} {occur} and {fires_once}, at the second occurrence",
-                tz.name(),
-                clock(high),
-                clock(low)
-            ));
-        }
+        warnings.push(match lang {
+            Lang::En => {
+                let what = if n == 1 {
+                    format!("the fire time {first}")
+                } else {
+                    format!("the {n} fire times from {first} to {last}")
+                };
+                match (gap, n == 1) {
+                    (true, true) => format!("on {day} clocks in {zone} jump from {from_clock} to {to_clock}: {what} does not exist that day and is skipped"),
+                    (true, false) => format!("on {day} clocks in {zone} jump from {from_clock} to {to_clock}: {what} do not exist that day and are skipped"),
+                    (false, true) => format!("on {day} clocks in {zone} go back from {from_clock} to {to_clock}: {what} occurs twice and fires once, at the second occurrence"),
+                    (false, false) => format!("on {day} clocks in {zone} go back from {from_clock} to {to_clock}: {what} occur twice and fire once each, at the second occurrence"),
+                }
+            }
+            Lang::Zh => {
+                let what = if n == 1 {
+                    format!("触发时间 {first}")
+                } else {
+                    format!("{first} 至 {last} 的 {n} 个触发时间")
+                };
+                let clocks = format!("{day} {zone} 的时钟从 {from_clock}");
+                match (gap, n == 1) {
+                    (true, true) => format!("{clocks} 跳到 {to_clock}：{what} 当天不存在，会被跳过"),
+                    (true, false) => format!("{clocks} 跳到 {to_clock}：{what} 当天都不存在，都会被跳过"),
+                    (false, true) => format!("{clocks} 拨回 {to_clock}：{what} 会出现两次，只在第二次出现时触发一次"),
+                    (false, false) => format!("{clocks} 拨回 {to_clock}：{what} 都会出现两次，每个只在第二次出现时触发一次"),
+                }
+            }
+        });
     }
     warnings
 }

@@ -381,7 +381,65 @@ fn descriptions() {
         ("0 0 0 ? * 2-6", "at 00:00:00, on Monday through Friday"),
     ];
     for (input, want) in cases {
-        assert_eq!(expr(input).describe(), want, "{input}");
+        assert_eq!(expr(input).describe(Lang::En), want, "{input}");
+    }
+}
+
+/// The same readings in Chinese, larger units first.
+#[test]
+fn descriptions_in_chinese() {
+    let cases = [
+        ("0 30 2 * * ?", "每天 02:30:00"),
+        ("*/5 * * * * ?", "每5秒"),
+        ("* * * * * ?", "每秒"),
+        ("0 * * * * ?", "每分钟"),
+        ("0 0 * * * ?", "每小时"),
+        ("0 0/5 * * * ?", "每5分钟"),
+        ("0 30 * * * ?", "每小时的第30分钟"),
+        ("0 0 */2 * * ?", "每2小时"),
+        ("0 0 1/2 * * ?", "从1点起每2小时"),
+        ("0 */10 9-17 ? * MON-FRI", "每周一至周五 09至17点，每10分钟"),
+        ("0 15 10,14 ? * MON-FRI", "每周一至周五 10:15:00和14:15:00"),
+        ("0 0 10 ? * 6#3", "每月第三个周五 10:00:00"),
+        ("0 0 10 ? * 6L", "每月最后一个周五 10:00:00"),
+        ("0 0 0 L * ?", "每月最后一天 00:00:00"),
+        ("0 0 0 L-3 * ?", "每月最后一天的前3天 00:00:00"),
+        ("0 0 0 LW * ?", "每月最后一个工作日 00:00:00"),
+        ("0 0 0 15W * ?", "每月离15日最近的工作日 00:00:00"),
+        ("0 0 0 1,15 * ?", "每月1日和15日 00:00:00"),
+        ("0 0 0 1/5 * ?", "每月从1日起每5天 00:00:00"),
+        ("0 0 0 1 1/3 ?", "从1月起每3个月 每月1日 00:00:00"),
+        (
+            "0 0 12 1 JAN,JUL ? 2030",
+            "2030年 1月和7月 每月1日 12:00:00",
+        ),
+        (
+            "0 0 12 * 3-5 ? 2030-2032",
+            "2030年至2032年 3月至5月 每天 12:00:00",
+        ),
+        ("15 0 12 ? * SUN", "每周日 12:00:15"),
+        ("0 30 9-17 * * ?", "09至17点，每小时的第30分钟"),
+        ("10,20 * * * * ?", "每分钟，第10和20秒"),
+        ("0 10/15 * ? * SAT,SUN", "每周日和周六 从第10分钟起每15分钟"),
+        ("0 0 0 1 1 ? 2030/5", "从2030年起每5年 1月 每月1日 00:00:00"),
+        ("0 0 0 ? * 2-6", "每周一至周五 00:00:00"),
+        ("0 0 0 1 1 ? 2020", "2020年 1月 每月1日 00:00:00"),
+    ];
+    for (input, want) in cases {
+        assert_eq!(expr(input).describe(Lang::Zh), want, "{input}");
+    }
+}
+
+#[test]
+fn language_tags() {
+    for tag in ["en", "EN", "en-US", "en_GB"] {
+        assert_eq!(Lang::parse(tag), Some(Lang::En), "{tag}");
+    }
+    for tag in ["zh", "zh-CN", "zh_cn", " zh-Hans "] {
+        assert_eq!(Lang::parse(tag), Some(Lang::Zh), "{tag}");
+    }
+    for tag in ["", "fr", "english", "z"] {
+        assert_eq!(Lang::parse(tag), None, "{tag}");
     }
 }
 
@@ -393,6 +451,7 @@ fn warns_about_the_spring_forward_gap() {
         &expr("0 30 2 * * ?"),
         New_York,
         at(New_York, 2024, 1, 1, 0, 0, 0),
+        Lang::En,
     );
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
@@ -407,6 +466,7 @@ fn warns_about_the_fall_back_overlap() {
         &expr("0 30 1 * * ?"),
         New_York,
         at(New_York, 2024, 1, 1, 0, 0, 0),
+        Lang::En,
     );
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
@@ -416,31 +476,61 @@ fn warns_about_the_fall_back_overlap() {
     // Lord Howe's clocks move by 30 minutes: 02:00-02:30 is skipped in October, 01:30-02:00 is
     // repeated in April; 02:45 is in neither.
     let from = at(Lord_Howe, 2024, 1, 1, 0, 0, 0);
-    let w = schedule_warnings(&expr("0 15 2 * * ?"), Lord_Howe, from);
+    let w = schedule_warnings(&expr("0 15 2 * * ?"), Lord_Howe, from, Lang::En);
     assert!(
         w.len() == 1 && w[0].contains("2024-10-06") && w[0].contains("skipped"),
         "{w:?}"
     );
-    let w = schedule_warnings(&expr("0 45 1 * * ?"), Lord_Howe, from);
+    let w = schedule_warnings(&expr("0 45 1 * * ?"), Lord_Howe, from, Lang::En);
     assert!(
         w.len() == 1 && w[0].contains("2024-04-07") && w[0].contains("fires once"),
         "{w:?}"
     );
-    assert!(schedule_warnings(&expr("0 45 2 * * ?"), Lord_Howe, from).is_empty());
+    assert!(schedule_warnings(&expr("0 45 2 * * ?"), Lord_Howe, from, Lang::En).is_empty());
 }
 
 #[test]
 fn no_warning_for_safe_schedules_and_zones() {
     let from = utc(2024, 1, 1, 0, 0, 0);
-    assert!(schedule_warnings(&expr("0 30 2 * * ?"), Tz::UTC, from).is_empty());
-    assert!(schedule_warnings(&expr("0 0 12 * * ?"), London, from).is_empty());
+    assert!(schedule_warnings(&expr("0 30 2 * * ?"), Tz::UTC, from, Lang::En).is_empty());
+    assert!(schedule_warnings(&expr("0 0 12 * * ?"), London, from, Lang::En).is_empty());
 }
 
 #[test]
 fn warns_when_it_never_fires() {
-    let w = schedule_warnings(&expr("0 0 0 30 2 ?"), Tz::UTC, utc(2024, 1, 1, 0, 0, 0));
+    let w = schedule_warnings(
+        &expr("0 0 0 30 2 ?"),
+        Tz::UTC,
+        utc(2024, 1, 1, 0, 0, 0),
+        Lang::En,
+    );
     assert_eq!(w.len(), 1);
     assert!(w[0].starts_with("never fires"), "{w:?}");
+}
+
+#[test]
+fn warnings_in_chinese() {
+    let from = at(New_York, 2024, 1, 1, 0, 0, 0);
+    let gap = schedule_warnings(&expr("0 30 2 * * ?"), New_York, from, Lang::Zh);
+    assert_eq!(
+        gap,
+        ["2024-03-10 America/New_York 的时钟从 02:00 跳到 03:00：触发时间 02:30:00 当天不存在，会被跳过"]
+    );
+    let overlap = schedule_warnings(&expr("0 */30 1 * * ?"), New_York, from, Lang::Zh);
+    assert_eq!(
+        overlap,
+        ["2024-11-03 America/New_York 的时钟从 02:00 拨回 01:00：01:00:00 至 01:30:00 的 2 个触发时间 都会出现两次，每个只在第二次出现时触发一次"]
+    );
+    let never = schedule_warnings(
+        &expr("0 0 0 30 2 ?"),
+        Tz::UTC,
+        utc(2024, 1, 1, 0, 0, 0),
+        Lang::Zh,
+    );
+    assert_eq!(
+        never,
+        ["永远不会触发：UTC 时区 2024-01-01 00:00:00 之后没有触发时间"]
+    );
 }
 
 #[test]

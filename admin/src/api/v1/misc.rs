@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::api::error::{Json, Query};
 use crate::api::{ApiError, AppState, Caller};
-use crate::cron::{parse_tz, schedule_warnings, CronExpr};
+use crate::cron::{parse_tz, schedule_warnings, CronExpr, Lang};
 use crate::model::{now_ms, AdminNode};
 
 pub fn routes() -> Router<AppState> {
@@ -25,6 +25,8 @@ struct CronQuery {
     tz: Option<String>,
     count: Option<usize>,
     after: Option<i64>,
+    /// The language of the description and warnings: `en` (default) or `zh`.
+    lang: Option<String>,
 }
 
 /// Next fire times of a cron expression, with a description and warnings (DST gaps, never fires).
@@ -44,13 +46,19 @@ async fn cron_next(
     if !(1..=100).contains(&count) {
         return Err(ApiError::field("count", "must be between 1 and 100"));
     }
+    let lang = match q.lang.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
+        None => Lang::En,
+        Some(tag) => Lang::parse(tag).ok_or_else(|| {
+            ApiError::field("lang", format!("unknown language '{tag}': use en or zh"))
+        })?,
+    };
     let after = q.after.unwrap_or_else(now_ms);
     let times = expr.upcoming(after, tz, count);
     Ok(Json(json!({
         "times": times,
-        "description": expr.describe(),
+        "description": expr.describe(lang),
         "timezone": zone,
-        "warnings": schedule_warnings(&expr, tz, after),
+        "warnings": schedule_warnings(&expr, tz, after, lang),
     })))
 }
 
@@ -166,7 +174,8 @@ pub fn openapi() -> Value {
                 {"name": "expr", "in": "query", "required": true, "schema": {"type": "string"}},
                 {"name": "tz", "in": "query", "schema": {"type": "string"}},
                 {"name": "count", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
-                {"name": "after", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}}],
+                {"name": "after", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
+                {"name": "lang", "in": "query", "schema": {"type": "string", "enum": ["en", "zh"], "default": "en"}, "description": "language of the description and warnings"}],
                 "responses": with_errors(json!({"200": obj("times", "Times")}))}},
             "/nodes": {"get": {"summary": "Admin processes sharing this database", "responses": with_errors(json!({"200": {"description": "nodes"}}))}},
             "/dashboard": {"get": {"summary": "The console's first page for the caller's groups: counts, runs per day, running runs, recent failures", "parameters": [
