@@ -3,14 +3,18 @@
 //!
 //! hyper's pooled client, not reqwest: reqwest parsed every request's URL three times (the
 //! address given, again in its redirect layer even with redirects off, and once more for the
-//! response), 5 % of the admin's instructions at 100 runs a second (callgrind), and executors
-//! are plain HTTP, as XXL-JOB's are. Alarms use reqwest, with TLS for HTTPS webhooks.
+//! response), 5 % of the admin's instructions at 100 runs a second (callgrind). Executors are
+//! mostly plain HTTP, as XXL-JOB's are; one registered at an `https://` address (behind a
+//! TLS-terminating proxy) is reached over TLS (rustls, the system's trust store, `SSL_CERT_FILE`
+//! honoured), by a second pool built at the first such address.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use shardline_executor::protocol::{with_sources, ACCESS_TOKEN_HEADER};
@@ -23,22 +27,52 @@ pub struct NoAnswer {
     pub detail: String,
 }
 
+type TlsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// Pooled connections to executors; cheap to clone (one pool).
 #[derive(Clone)]
 pub struct ExecutorHttp {
     client: Client<HttpConnector, Full<Bytes>>,
+    /// For `https://` executors, built at the first one: loading the system's trust roots costs
+    /// memory an admin whose executors are all plain HTTP need not hold. Holds the error when
+    /// the trust store cannot be read, so each dispatch there says why.
+    tls: Arc<OnceLock<Result<TlsClient, String>>>,
+    connect_timeout: Duration,
 }
 
 impl ExecutorHttp {
     /// `connect_timeout` bounds opening a connection; each request has its own total timeout.
     pub fn new(connect_timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(connect_timeout));
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(64)
-            .build(connector);
-        ExecutorHttp { client }
+            .build(connector(connect_timeout));
+        ExecutorHttp {
+            client,
+            tls: Arc::new(OnceLock::new()),
+            connect_timeout,
+        }
+    }
+
+    /// The pool for `https://` executors, built at its first use.
+    fn tls(&self) -> Result<&TlsClient, NoAnswer> {
+        let built = self.tls.get_or_init(|| {
+            let mut plain = connector(self.connect_timeout);
+            // The TLS layer asks for `https://` addresses only; the TCP connector must let them by.
+            plain.enforce_http(false);
+            let tls = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_native_roots()
+                .map_err(|e| format!("cannot read the system's trust store: {e}"))?
+                .https_only()
+                .enable_http1()
+                .wrap_connector(plain);
+            Ok(Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(64)
+                .build(tls))
+        });
+        built.as_ref().map_err(|e| NoAnswer {
+            kind: "request failed",
+            detail: e.clone(),
+        })
     }
 
     /// POSTs a JSON `body` to `url` (with the access token header unless `token` is empty) and
@@ -57,6 +91,7 @@ impl ExecutorHttp {
         let uri: Uri = url
             .parse()
             .map_err(|e| failed(format!("invalid address: {e}")))?;
+        let https = uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS);
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(uri)
@@ -68,7 +103,12 @@ impl ExecutorHttp {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| failed(e.to_string()))?;
         let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| NoAnswer {
+            let sent = if https {
+                self.tls()?.request(req).await
+            } else {
+                self.client.request(req).await
+            };
+            let resp = sent.map_err(|e| NoAnswer {
                 kind: if e.is_connect() {
                     "connection refused"
                 } else {
@@ -94,6 +134,14 @@ impl ExecutorHttp {
                 })
             })
     }
+}
+
+/// The TCP side of both pools.
+fn connector(connect_timeout: Duration) -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector
 }
 
 #[cfg(test)]

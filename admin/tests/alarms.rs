@@ -2,7 +2,8 @@
 //! webhook over HTTPS (Python's TLS server, with a certificate of a test CA the admin is told to
 //! trust through `SSL_CERT_FILE`); a webhook that does not answer is tried again and the outcome
 //! recorded. Bad targets are refused when the job is saved. The same TLS server stands for an
-//! admin behind HTTPS, which the SDK's client registers with.
+//! admin behind HTTPS, which the SDK's client registers with, and for an executor behind HTTPS,
+//! which the admin dispatches to.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestAdmin, TestDb, TestExecutor};
+use common::{TestAdmin, TestDb, TestExecutor, ACCESS_TOKEN};
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
 
@@ -349,6 +350,64 @@ async fn an_executor_registers_with_an_admin_over_https() {
     assert_eq!(beat["registryKey"], "tls-app", "{beat}");
     assert_eq!(beat["registryValue"], executor.address, "{beat}");
     executor.stop().await;
+}
+
+/// The admin's executor client speaks TLS too: an executor registered at an `https://` address
+/// (behind a TLS-terminating proxy; XXL-JOB's admin reaches such executors) gets its run
+/// request over TLS, trusting the CA of `SSL_CERT_FILE`, and its callback ends the fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_behind_https_gets_its_runs() {
+    let executor = HttpsReceiver::start().await;
+    let address = format!("https://127.0.0.1:{}/", executor.port);
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = admin
+        .post(
+            "/groups",
+            json!({"appname": "tls-exec", "title": "tls-exec", "address_type": "MANUAL", "addresses": address}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let job = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "over-tls", "handler": "hello", "params": "p1"}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let trigger = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await;
+    let (fire, run) = (
+        trigger["fire_id"].as_i64().unwrap(),
+        trigger["run_ids"][0].as_i64().unwrap(),
+    );
+    let bodies = executor.bodies(1).await;
+    let request: Value = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!(request["executorHandler"], "hello", "{request}");
+    assert_eq!(request["executorParams"], "p1", "{request}");
+    assert_eq!(request["logId"], run, "{request}");
+
+    // The executor's result, as a stock executor sends it.
+    let answer: Value = admin
+        .http
+        .post(admin.url("/api/callback"))
+        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
+        .json(&json!([{"logId": run, "logDateTim": 0, "handleCode": 200, "handleMsg": "done over TLS"}]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["code"], 200, "{answer}");
+    let v = admin.wait_fire(fire).await;
+    assert_eq!(v["state"], "succeeded", "{v}");
+    let r = admin.get(&format!("/runs/{run}")).await;
+    assert_eq!(r["executor_address"], address, "{r}");
+    assert_eq!(r["handle_msg"], "done over TLS", "{r}");
+    admin.stop().await;
+    db.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
