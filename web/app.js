@@ -998,6 +998,15 @@
       pager(page.total, offset, PAGE, (o) => go(Object.assign({}, filter, { offset: o }))));
   }
 
+  // The coverage counts in the console's language (the API's `summary` is the English line).
+  function coverageLine(c) {
+    const parts = [t('coverage.succeeded', { ok: c.succeeded, total: c.total })];
+    for (const k of ['failed', 'running', 'missing']) {
+      if (c[k] > 0) parts.push(t('coverage.' + k, { n: c[k] }));
+    }
+    return parts.join(t('coverage.sep'));
+  }
+
   async function firePage(root, params) {
     const leave = onLeave();
     const id = params[0];
@@ -1043,7 +1052,7 @@
         f.alarm_state ? [h('dt', null, t('fire.alarm')), h('dd', { id: 'fire-alarm' }, enumLabel('alarm', f.alarm_state))] : null,
         f.message ? [h('dt', null, t('col.message')), h('dd', null, f.message)] : null),
       h('section', { class: 'panel' }, h('h2', null, t('fire.coverage')),
-        h('p', { class: 'coverage-summary', id: 'coverage-summary' }, c.summary),
+        h('p', { class: 'coverage-summary', id: 'coverage-summary' }, coverageLine(c)),
         h('div', { class: 'coverage', id: 'coverage' }, cells),
         h('p', { class: 'legend' }, ['succeeded', 'running', 'failed', 'timed_out', 'killed', 'lost', 'missing'].map((st) =>
           [h('span', { class: 'key cell state-' + st }), enumLabel('state', st)]))),

@@ -356,7 +356,8 @@ async fn operator_walkthrough_in_chromium() {
     s.shot("09-run-once-dialog").await;
     s.click("#dialog-ok").await;
     s.page("fires").await;
-    s.wait_text("#coverage-summary", "1/1 run succeeded").await;
+    s.wait_text("#coverage-summary", "1/1 succeeded").await;
+    let fire_page = s.current_hash().await;
     s.find("#coverage .cell.state-succeeded").await;
     s.shot("10-fire-coverage").await;
     s.click("#coverage .cell").await;
@@ -521,9 +522,11 @@ async fn operator_walkthrough_in_chromium() {
     s.shot("21-jobs-zh").await;
     s.goto(&format!("/console/#/jobs/{jid}")).await;
     s.find("#job-next").await;
-    // The cron helper speaks the console's language.
+    // The cron helper speaks the console's language, and so does a fire's coverage.
     s.wait_text("#cron-desc", "每天 02:00:00").await;
     s.shot("22-job-zh").await;
+    s.goto(&format!("/console/#{fire_page}")).await;
+    s.wait_text("#coverage-summary", "成功 1/1").await;
     s.choose("#lang-select", "en").await;
     s.wait_text("#nav-jobs", "Jobs").await;
 
