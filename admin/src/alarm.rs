@@ -10,13 +10,14 @@ use lettre::{Address, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executo
 use serde_json::{json, Value};
 
 use crate::config::Settings;
-use crate::model::{Fire, Job, Run};
-use crate::store::{Store, StoreResult};
+use crate::model::{now_ms, Fire, Job, Run};
+use crate::store::{FireEnded, Store, StoreResult};
 
 /// A fire's `alarm_state`, with XXL-JOB's values (its `alarm_status`): 0 until the fire's
 /// retries are used up, then one of these.
 pub mod state {
-    /// Claimed by the admin sending it (a fire stays here if that admin stopped first).
+    /// Claimed by the admin sending it. One that stopped or died first leaves the fire here,
+    /// and its follow-up: another admin sends the alarm once [`super::SENDING_LEASE_MS`] passed.
     pub const SENDING: i64 = -1;
     /// The job has no alarm target.
     pub const NONE_NEEDED: i64 = 1;
@@ -29,6 +30,16 @@ pub mod state {
 /// The pauses between attempts to send one alarm to one target: a relay or chat service that
 /// is down for a few seconds still gets it.
 pub const RETRY_DELAYS: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(4)];
+
+/// How long sending one alarm may take, every target and try together; the targets not reached
+/// by then count as failed. It bounds how long a live admin holds an alarm in [`state::SENDING`].
+const SEND_DEADLINE: Duration = Duration::from_secs(120);
+
+/// How long after its claim an alarm still in [`state::SENDING`] is left to the admin that
+/// claimed it. Past it that admin stopped or died before it was done (a live one is done within
+/// [`SEND_DEADLINE`]), and the next admin to sweep the fire's follow-up sends it again: an alarm
+/// goes out at least once, where XXL-JOB's stays unsent.
+pub const SENDING_LEASE_MS: i64 = 300_000;
 
 /// One of a job's alarm targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,18 +227,23 @@ impl Alarms {
         })
     }
 
-    /// Raises the alarm of a fire that failed for good: claims it (so that of two admins, or a
-    /// follow-up done twice, one sends it) and sends it to every target of its job, in a task of
-    /// its own so that a slow relay or webhook does not hold back the other fires' follow-ups.
-    /// Each target gets [`RETRY_DELAYS`] more tries; the fire's `alarm_state` ends as
-    /// [`state::SENT`] or [`state::FAILED`].
+    /// Raises the alarm of a fire that failed for good (`ended`, its end whose follow-up this
+    /// is): claims it (so that of two admins, or a follow-up done twice, one sends it) and sends
+    /// it to every target of its job, in a task of its own so that a slow relay or webhook does
+    /// not hold back the other fires' follow-ups. Each target gets [`RETRY_DELAYS`] more tries;
+    /// the fire's `alarm_state` ends as [`state::SENT`] or [`state::FAILED`].
+    ///
+    /// Returns whether the follow-up is done. While an alarm is being sent it is not: the
+    /// sending task clears it once the outcome is stored, so an admin that stops or dies first
+    /// leaves it, and an alarm claimed longer than [`SENDING_LEASE_MS`] ago is taken over here.
     pub async fn raise(
         self: &Arc<Self>,
         store: &Store,
         job: &Job,
         fire: &Fire,
         runs: &[Run],
-    ) -> StoreResult<()> {
+        ended: &FireEnded,
+    ) -> StoreResult<bool> {
         let targets = parse_targets(&job.alarm_targets).unwrap_or_else(|e| {
             // Jobs are checked when saved; this is a row written otherwise.
             tracing::warn!(job_id = job.id, error = %e, "alarm targets unreadable; no alarm sent");
@@ -238,40 +254,80 @@ impl Alarms {
         } else {
             state::SENDING
         };
-        if !store.move_alarm_state(fire.id, 0, claimed).await? {
-            return Ok(());
-        }
-        let text = text(job, fire, runs);
-        tracing::warn!(job_id = job.id, fire_id = fire.id, "{text}");
-        if targets.is_empty() {
-            return Ok(());
+        let mut end = *ended;
+        if store.move_alarm_state(fire.id, 0, claimed).await? {
+            let text = text(job, fire, runs);
+            tracing::warn!(job_id = job.id, fire_id = fire.id, "{text}");
+            if targets.is_empty() {
+                return Ok(true);
+            }
+        } else {
+            // Claimed before: sent, or being sent by an admin within its lease, or left by one
+            // that stopped or died. Only the last is taken over, by one admin: the one that
+            // moves the follow-up's time on (compare-and-set).
+            let now = now_ms();
+            if fire.alarm_state != state::SENDING {
+                return Ok(true);
+            }
+            if ended.at > now - SENDING_LEASE_MS
+                || !store.renew_follow_up(fire.id, ended.at, now).await?
+            {
+                return Ok(false);
+            }
+            end.at = now;
+            tracing::warn!(
+                job_id = job.id,
+                fire_id = fire.id,
+                "alarm left unsent by an admin that stopped; sending it"
+            );
+            if targets.is_empty() {
+                // The job's targets were removed since the claim.
+                store
+                    .move_alarm_state(fire.id, state::SENDING, state::NONE_NEEDED)
+                    .await?;
+                return Ok(true);
+            }
         }
         let this = self.clone();
         let store = store.clone();
         let (job, fire, runs) = (job.clone(), fire.clone(), runs.to_vec());
         self.sending.spawn(async move {
-            let mut all = true;
-            for target in &targets {
-                let mut tries = std::iter::once(Duration::ZERO).chain(RETRY_DELAYS);
-                let mut sent = false;
-                while let (false, Some(pause)) = (sent, tries.next()) {
-                    tokio::time::sleep(pause).await;
-                    sent = match target {
-                        Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
-                        Target::Email(to) => this.mail(to, &job, &fire, &runs).await,
-                    };
+            let send_all = async {
+                let mut all = true;
+                for target in &targets {
+                    let mut tries = std::iter::once(Duration::ZERO).chain(RETRY_DELAYS);
+                    let mut sent = false;
+                    while let (false, Some(pause)) = (sent, tries.next()) {
+                        tokio::time::sleep(pause).await;
+                        sent = match target {
+                            Target::Webhook(url) => this.post(url, &job, &fire, &runs).await,
+                            Target::Email(to) => this.mail(to, &job, &fire, &runs).await,
+                        };
+                    }
+                    all &= sent;
                 }
-                all &= sent;
-            }
-            let outcome = if all { state::SENT } else { state::FAILED };
-            if let Err(e) = store
-                .move_alarm_state(fire.id, state::SENDING, outcome)
+                all
+            };
+            let all = tokio::time::timeout(SEND_DEADLINE, send_all)
                 .await
-            {
+                .unwrap_or_else(|_| {
+                    tracing::warn!(fire_id = fire.id, "alarm not sent to every target in time");
+                    false
+                });
+            let outcome = if all { state::SENT } else { state::FAILED };
+            let stored = store
+                .move_alarm_state(fire.id, state::SENDING, outcome)
+                .await;
+            // The follow-up is done once the outcome is stored; until then it stays for a sweep.
+            let cleared = match stored {
+                Ok(_) => store.follow_ups_done(&[end]).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = cleared {
                 tracing::warn!(fire_id = fire.id, error = %e, "alarm outcome not stored");
             }
         });
-        Ok(())
+        Ok(false)
     }
 
     /// Waits up to `within` for the alarms being sent (at shutdown, before the store closes).
@@ -283,7 +339,7 @@ impl Alarms {
         {
             tracing::warn!(
                 alarms = self.sending.len(),
-                "alarms still being sent at shutdown; their fires stay in alarm state -1"
+                "alarms still being sent at shutdown; the next admin sends them again"
             );
         }
     }

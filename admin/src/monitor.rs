@@ -32,7 +32,8 @@ const TIMEOUT_MARGIN_MS: i64 = 30_000;
 const MAX_RETRY_DELAY_MS: i64 = 3_600_000;
 
 /// Handles fires that just became final, a batch at a time, and clears their `follow_ups` rows
-/// once done (one that fails stays for [`recover_follow_ups`]). Their jobs come from the
+/// once done (one that fails stays for [`recover_follow_ups`], and an alarm's stays until it is
+/// sent). Returns how many were done. Their jobs come from the
 /// dispatcher's job cache; a fire row is read only when something follows from it (a failure,
 /// child jobs, a FIX_DELAY schedule: the store marks those `follow_up` when they end), so the
 /// common end of a fire (succeeded, nothing to follow) reads and writes nothing more.
@@ -42,10 +43,10 @@ pub async fn on_fires_final(
     settings: &Settings,
     alarms: &Arc<Alarms>,
     ended: &[FireEnded],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<usize> {
     let follow: Vec<&FireEnded> = ended.iter().filter(|e| e.follow_up).collect();
     if follow.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let job_ids: Vec<i64> = follow.iter().map(|e| e.job_id).collect();
     let jobs = dispatcher.jobs(&job_ids).await?;
@@ -68,13 +69,15 @@ pub async fn on_fires_final(
             done.push(*e);
             continue;
         }
-        match on_fire_final(store, dispatcher, settings, alarms, fire, job, e.state).await {
-            Ok(()) => done.push(*e),
+        match on_fire_final(store, dispatcher, settings, alarms, fire, job, e).await {
+            Ok(true) => done.push(*e),
+            // The alarm's task clears it once sent.
+            Ok(false) => {}
             Err(err) => tracing::warn!(error = %err, fire_id = e.fire_id, "fire follow-up failed"),
         }
     }
     store.follow_ups_done(&done).await?;
-    Ok(())
+    Ok(done.len())
 }
 
 /// How long a fire's follow-up may stay undone before any admin's sweep does it: well past
@@ -84,7 +87,8 @@ pub const FOLLOW_UP_GRACE_MS: i64 = 30_000;
 
 /// Does the follow-ups that an admin left undone when it stopped or died between a fire's end
 /// and its follow-up (the retries or the alarm of a failed fire, child jobs, a FIX_DELAY job's
-/// next fire). Returns how many it found.
+/// next fire), and sends the alarms such an admin claimed and left unsent. Returns how many it
+/// did (an alarm still being sent, within its lease, is found and left).
 pub async fn recover_follow_ups(
     store: &Store,
     dispatcher: &Dispatcher,
@@ -94,14 +98,14 @@ pub async fn recover_follow_ups(
     let stale = store
         .stale_follow_ups(now_ms() - FOLLOW_UP_GRACE_MS, 500)
         .await?;
-    if !stale.is_empty() {
+    let done = on_fires_final(store, dispatcher, settings, alarms, &stale).await?;
+    if done > 0 {
         tracing::info!(
-            fires = stale.len(),
-            "doing follow-ups left undone by a stopped admin"
+            fires = done,
+            "did follow-ups left undone by a stopped admin"
         );
-        on_fires_final(store, dispatcher, settings, alarms, &stale).await?;
     }
-    Ok(stale.len())
+    Ok(done)
 }
 
 /// Runs [`recover_follow_ups`] every few seconds until `stop`.
@@ -124,7 +128,8 @@ pub async fn follow_up_sweep(
     }
 }
 
-/// Handles one fire that just became final.
+/// Handles one fire that just became final; whether its follow-up is done (an alarm being
+/// sent is not yet).
 async fn on_fire_final(
     store: &Store,
     dispatcher: &Dispatcher,
@@ -132,9 +137,10 @@ async fn on_fire_final(
     alarms: &Arc<Alarms>,
     fire: &Fire,
     job: &Job,
-    state: FireState,
-) -> anyhow::Result<()> {
-    let fire_id = fire.id;
+    ended: &FireEnded,
+) -> anyhow::Result<bool> {
+    let (fire_id, state) = (fire.id, ended.state);
+    let mut done = true;
     let now = now_ms();
     if state == FireState::Failed {
         let runs = store.fire_runs(fire_id).await?;
@@ -161,10 +167,10 @@ async fn on_fire_final(
             if store.schedule_retries(fire_id, &retryable, &msg).await? {
                 dispatcher.notify_schedule_changed();
             }
-            return Ok(());
+            return Ok(true);
         }
         // Retries exhausted: one alarm for the fire, whichever admin gets here first.
-        alarms.raise(store, job, fire, &runs).await?;
+        done = alarms.raise(store, job, fire, &runs, ended).await?;
     }
     if state == FireState::Succeeded {
         for child_id in job.child_ids() {
@@ -197,7 +203,7 @@ async fn on_fire_final(
             }
         }
     }
-    Ok(())
+    Ok(done)
 }
 
 /// `interval × backoff^retries` (the retries of the item so far), capped.

@@ -263,3 +263,113 @@ async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
         db.cleanup().await;
     }
 }
+
+/// A webhook on a free port of this process; the alarms' bodies as they come.
+async fn webhook() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = got.clone();
+    let app = axum::Router::new().route(
+        "/alarm",
+        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
+            let keep = keep.clone();
+            async move {
+                keep.lock().unwrap().push(v);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alarm", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
+
+/// An alarm its admin claimed and did not send (it stopped or died while sending: the fire in
+/// alarm state -1, the follow-up left) is sent by the next admin once the claim is older than
+/// the lease, once; one claimed more recently is left to the admin that claimed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let (url, got) = webhook().await;
+        let admin = TestAdmin::start(&db).await;
+        let (gid, executor) = group_with_executor(&admin, "alarm-app").await;
+        let job = admin
+            .post(
+                "/jobs",
+                json!({"group_id": gid, "name": "failing", "handler": "fail", "alarm_targets": url}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let mut fires = Vec::new();
+        for _ in 0..2 {
+            let fire = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await["fire_id"]
+                .as_i64()
+                .unwrap();
+            admin.wait_fire(fire).await;
+            fires.push(fire);
+        }
+        eventually("both alarms sent", || async {
+            let n = got.lock().unwrap().len();
+            (n < 2).then(|| format!("{n} alarms"))
+        })
+        .await;
+        eventually("both follow-ups cleared once sent", || async {
+            let left = follow_ups_left(&db).await;
+            (left > 0).then(|| format!("{left} left"))
+        })
+        .await;
+        let stopped = admin.stop_keeping_address().await;
+
+        // Both fires as an admin that died while sending leaves them: claimed (-1), the
+        // follow-up still there; the first claimed ten minutes ago, the second one minute ago
+        // (past the sweep's grace, within the lease).
+        let (old, recent) = (fires[0], fires[1]);
+        let now = shardline_admin::model::now_ms();
+        exec_sql(
+            &db,
+            &[
+                format!("UPDATE fires SET alarm_state = -1 WHERE id IN ({old}, {recent})"),
+                format!(
+                    "INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({old}, {job}, 'failed', {}), ({recent}, {job}, 'failed', {})",
+                    now - 600_000,
+                    now - 60_000
+                ),
+            ],
+        )
+        .await;
+        let admin = stopped.start_again(&db).await;
+        eventually("the old claim's alarm sent again", || async {
+            let f = admin.get(&format!("/fires/{old}")).await;
+            (f["alarm_state"] != 2).then(|| f.to_string())
+        })
+        .await;
+        eventually("its follow-up cleared", || async {
+            let left = follow_ups_left(&db).await;
+            (left != 1).then(|| format!("{left} left"))
+        })
+        .await;
+        // Two sweeps later: the recent claim is still its admin's, sent by nobody else.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let alarms: Vec<Value> = got.lock().unwrap().clone();
+        let of = |fire: i64| alarms.iter().filter(|a| a["fire_id"] == fire).count();
+        assert_eq!(
+            of(old),
+            2,
+            "{kind}: the old claim sent once more: {alarms:?}"
+        );
+        assert_eq!(
+            of(recent),
+            1,
+            "{kind}: the recent claim left alone: {alarms:?}"
+        );
+        let f = admin.get(&format!("/fires/{recent}")).await;
+        assert_eq!(f["alarm_state"], -1, "{kind}: {f}");
+        assert_eq!(follow_ups_left(&db).await, 1, "{kind}");
+
+        executor.stop().await;
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}

@@ -506,6 +506,15 @@ impl Store {
         Ok(())
     }
 
+    /// Moves a follow-up's time from `from` to `to`; false when it is no longer at `from`
+    /// (done, or taken over by another admin first).
+    pub async fn renew_follow_up(&self, fire_id: i64, from: i64, to: i64) -> StoreResult<bool> {
+        let n = with_pool!(self, pool => sqlx::query("UPDATE follow_ups SET created_at = ? WHERE fire_id = ? AND created_at = ?")
+            .bind(to).bind(fire_id).bind(from).execute(pool).await.map(Done::from))?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
     /// Runs whose retry time has come, oldest first.
     pub async fn due_retries(&self, now: i64, limit: i64) -> StoreResult<Vec<(i64, i64)>> {
         Ok(with_read_pool!(self, pool => sqlx::query_as(DUE_RETRIES)
