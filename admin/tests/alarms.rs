@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{TestAdmin, TestDb, TestExecutor, ACCESS_TOKEN};
+use common::{TestAdmin, TestDb, TestExecutor};
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
 
@@ -389,18 +389,12 @@ async fn an_executor_behind_https_gets_its_runs() {
     assert_eq!(request["logId"], run, "{request}");
 
     // The executor's result, as a stock executor sends it.
-    let answer: Value = admin
-        .http
-        .post(admin.url("/api/callback"))
-        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-        .json(&json!([{"logId": run, "logDateTim": 0, "handleCode": 200, "handleMsg": "done over TLS"}]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(answer["code"], 200, "{answer}");
+    admin
+        .executor_call(
+            "/api/callback",
+            json!([{"logId": run, "logDateTim": 0, "handleCode": 200, "handleMsg": "done over TLS"}]),
+        )
+        .await;
     let v = admin.wait_fire(fire).await;
     assert_eq!(v["state"], "succeeded", "{v}");
     let r = admin.get(&format!("/runs/{run}")).await;

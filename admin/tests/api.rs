@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{TestAdmin, TestDb, TestExecutor, ACCESS_TOKEN, API_TOKEN};
+use common::{TestAdmin, TestDb, TestExecutor, API_TOKEN};
 use reqwest::Method;
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
@@ -991,18 +991,12 @@ async fn sharding_total_change_is_guarded_by_checkpoints() {
         admin.wait_fire(fire["fire_id"].as_i64().unwrap()).await;
 
         // Checkpoint for item 1 via the protocol extension.
-        let resp: Value = admin
-            .http
-            .post(admin.url("/api/shardline/checkpoint"))
-            .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-            .json(&json!({"logId": run_ids[1], "value": "last-id=42"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(resp["code"], 200, "{resp}");
+        admin
+            .executor_call(
+                "/api/shardline/checkpoint",
+                json!({"logId": run_ids[1], "value": "last-id=42"}),
+            )
+            .await;
         let cps = admin.get(&format!("/jobs/{jid}/checkpoints")).await;
         assert_eq!(cps.as_array().unwrap().len(), 1, "{cps}");
         assert_eq!(cps[0]["item"], 1);
@@ -1093,18 +1087,12 @@ async fn sharding_total_change_is_guarded_by_checkpoints() {
         admin.post(&format!("/jobs/{jid}/trigger"), json!({})).await;
         let runs = admin.get(&format!("/runs?job_id={jid}&limit=1")).await;
         let run_id = runs["items"][0]["id"].as_i64().unwrap();
-        let resp: Value = admin
-            .http
-            .post(admin.url("/api/shardline/checkpoint"))
-            .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-            .json(&json!({"logId": run_id, "value": "7"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(resp["code"], 200, "{resp}");
+        admin
+            .executor_call(
+                "/api/shardline/checkpoint",
+                json!({"logId": run_id, "value": "7"}),
+            )
+            .await;
         let r = admin_call(
             &admin,
             Method::DELETE,

@@ -201,15 +201,12 @@ async fn processes(n: usize, appname: &str, admin: &TestAdmin, gid: i64) -> Vec<
 /// and returns that address, which sorts before every live executor's.
 async fn register_dead(admin: &TestAdmin, appname: &str) -> &'static str {
     let dead = "http://127.0.0.1:1/";
-    let reg = admin
-        .http
-        .post(admin.url("/api/registry"))
-        .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
-        .json(&json!({"registryGroup": "EXECUTOR", "registryKey": appname, "registryValue": dead}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reg.json::<Value>().await.unwrap()["code"], 200);
+    admin
+        .executor_call(
+            "/api/registry",
+            json!({"registryGroup": "EXECUTOR", "registryKey": appname, "registryValue": dead}),
+        )
+        .await;
     dead
 }
 

@@ -227,6 +227,24 @@ impl TestAdmin {
         v
     }
 
+    /// A call an executor makes (`/api/callback`, `/api/registry`, ...), with the access token;
+    /// returns the envelope after checking its code is 200.
+    pub async fn executor_call(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let v: serde_json::Value = self
+            .http
+            .post(self.url(path))
+            .header("XXL-JOB-ACCESS-TOKEN", ACCESS_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .expect("admin reachable")
+            .json()
+            .await
+            .expect("a JSON envelope");
+        assert_eq!(v["code"], 200, "{path}: {v}");
+        v
+    }
+
     /// Waits until the group has `n` live executors.
     pub async fn wait_executors(&self, group_id: i64, n: usize) {
         for _ in 0..400 {
