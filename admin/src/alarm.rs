@@ -254,18 +254,22 @@ impl Alarms {
         } else {
             state::SENDING
         };
-        let mut end = *ended;
+        // The follow-up's time is the start of the lease: moved to the claim, so that a
+        // follow-up found late by a sweep (its admin died before claiming) is not taken over at
+        // once from the admin sending it now.
+        let now = now_ms();
+        let end = FireEnded { at: now, ..*ended };
         if store.move_alarm_state(fire.id, 0, claimed).await? {
             let text = text(job, fire, runs);
             tracing::warn!(job_id = job.id, fire_id = fire.id, "{text}");
             if targets.is_empty() {
                 return Ok(true);
             }
+            store.renew_follow_up(fire.id, ended.at, now).await?;
         } else {
             // Claimed before: sent, or being sent by an admin within its lease, or left by one
             // that stopped or died. Only the last is taken over, by one admin: the one that
             // moves the follow-up's time on (compare-and-set).
-            let now = now_ms();
             if fire.alarm_state != state::SENDING {
                 return Ok(true);
             }
@@ -274,7 +278,6 @@ impl Alarms {
             {
                 return Ok(false);
             }
-            end.at = now;
             tracing::warn!(
                 job_id = job.id,
                 fire_id = fire.id,

@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{TestAdmin, TestDb, TestExecutor};
@@ -264,34 +265,45 @@ async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
     }
 }
 
-/// A webhook on a free port of this process; the alarms' bodies as they come.
-async fn webhook() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
-    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let keep = got.clone();
+type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
+
+/// A webhook on a free port of this process: the alarms it took, as they come, and how many
+/// more of a fire's alarms it refuses (HTTP 500) before it takes one.
+async fn webhook() -> (String, Shared<Vec<Value>>, Shared<HashMap<i64, usize>>) {
+    let got: Shared<Vec<Value>> = Default::default();
+    let refuse: Shared<HashMap<i64, usize>> = Default::default();
+    let (keep, refusing) = (got.clone(), refuse.clone());
     let app = axum::Router::new().route(
         "/alarm",
         axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let keep = keep.clone();
+            let (keep, refusing) = (keep.clone(), refusing.clone());
             async move {
+                let fire = v["fire_id"].as_i64().unwrap_or(0);
+                if let Some(n) = refusing.lock().unwrap().get_mut(&fire).filter(|n| **n > 0) {
+                    *n -= 1;
+                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                }
                 keep.lock().unwrap().push(v);
-                "ok"
+                axum::http::StatusCode::OK
             }
         }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/alarm", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
+    (url, got, refuse)
 }
 
 /// An alarm its admin claimed and did not send (it stopped or died while sending: the fire in
 /// alarm state -1, the follow-up left) is sent by the next admin once the claim is older than
-/// the lease, once; one claimed more recently is left to the admin that claimed it.
+/// the lease, once; one claimed more recently is left to the admin that claimed it. An alarm
+/// whose follow-up was found late (its admin died before claiming it) is sent once too, however
+/// long its sending takes: the lease runs from the claim, not from the fire's end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
     for db in TestDb::all().await {
         let kind = db.kind();
-        let (url, got) = webhook().await;
+        let (url, got, refuse) = webhook().await;
         let admin = TestAdmin::start(&db).await;
         let (gid, executor) = group_with_executor(&admin, "alarm-app").await;
         let job = admin
@@ -303,7 +315,7 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
             .as_i64()
             .unwrap();
         let mut fires = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..3 {
             let fire = admin.post(&format!("/jobs/{job}/trigger"), json!({})).await["fire_id"]
                 .as_i64()
                 .unwrap();
@@ -312,7 +324,7 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
         }
         eventually("both alarms sent", || async {
             let n = got.lock().unwrap().len();
-            (n < 2).then(|| format!("{n} alarms"))
+            (n < 3).then(|| format!("{n} alarms"))
         })
         .await;
         eventually("both follow-ups cleared once sent", || async {
@@ -322,30 +334,40 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
         .await;
         let stopped = admin.stop_keeping_address().await;
 
-        // Both fires as an admin that died while sending leaves them: claimed (-1), the
+        // Two fires as an admin that died while sending leaves them: claimed (-1), the
         // follow-up still there; the first claimed ten minutes ago, the second one minute ago
-        // (past the sweep's grace, within the lease).
-        let (old, recent) = (fires[0], fires[1]);
+        // (past the sweep's grace, within the lease). The third as one that died before
+        // claiming leaves it, ten minutes ago; its webhook refuses twice, so that sending it
+        // takes longer than a sweep's interval.
+        let (old, recent, late) = (fires[0], fires[1], fires[2]);
         let now = shardline_admin::model::now_ms();
         exec_sql(
             &db,
             &[
                 format!("UPDATE fires SET alarm_state = -1 WHERE id IN ({old}, {recent})"),
+                format!("UPDATE fires SET alarm_state = 0 WHERE id = {late}"),
                 format!(
-                    "INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({old}, {job}, 'failed', {}), ({recent}, {job}, 'failed', {})",
+                    "INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({old}, {job}, 'failed', {}), ({recent}, {job}, 'failed', {}), ({late}, {job}, 'failed', {})",
                     now - 600_000,
-                    now - 60_000
+                    now - 60_000,
+                    now - 600_000,
                 ),
             ],
         )
         .await;
+        refuse.lock().unwrap().insert(late, 2);
         let admin = stopped.start_again(&db).await;
         eventually("the old claim's alarm sent again", || async {
             let f = admin.get(&format!("/fires/{old}")).await;
             (f["alarm_state"] != 2).then(|| f.to_string())
         })
         .await;
-        eventually("its follow-up cleared", || async {
+        eventually("the late follow-up's alarm sent", || async {
+            let f = admin.get(&format!("/fires/{late}")).await;
+            (f["alarm_state"] != 2).then(|| f.to_string())
+        })
+        .await;
+        eventually("their follow-ups cleared", || async {
             let left = follow_ups_left(&db).await;
             (left != 1).then(|| format!("{left} left"))
         })
@@ -363,6 +385,11 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
             of(recent),
             1,
             "{kind}: the recent claim left alone: {alarms:?}"
+        );
+        assert_eq!(
+            of(late),
+            2,
+            "{kind}: the late follow-up's alarm sent once: {alarms:?}"
         );
         let f = admin.get(&format!("/fires/{recent}")).await;
         assert_eq!(f["alarm_state"], -1, "{kind}: {f}");
