@@ -10,9 +10,10 @@
 mod common;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestAdmin, TestDb, TestExecutor};
+use common::{TestAdmin, TestDb, TestExecutor, Webhook};
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
 
@@ -265,35 +266,6 @@ async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
     }
 }
 
-type Shared<T> = std::sync::Arc<std::sync::Mutex<T>>;
-
-/// A webhook on a free port of this process: the alarms it took, as they come, and how many
-/// more of a fire's alarms it refuses (HTTP 500) before it takes one.
-async fn webhook() -> (String, Shared<Vec<Value>>, Shared<HashMap<i64, usize>>) {
-    let got: Shared<Vec<Value>> = Default::default();
-    let refuse: Shared<HashMap<i64, usize>> = Default::default();
-    let (keep, refusing) = (got.clone(), refuse.clone());
-    let app = axum::Router::new().route(
-        "/alarm",
-        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let (keep, refusing) = (keep.clone(), refusing.clone());
-            async move {
-                let fire = v["fire_id"].as_i64().unwrap_or(0);
-                if let Some(n) = refusing.lock().unwrap().get_mut(&fire).filter(|n| **n > 0) {
-                    *n -= 1;
-                    return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
-                }
-                keep.lock().unwrap().push(v);
-                axum::http::StatusCode::OK
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/alarm", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got, refuse)
-}
-
 /// An alarm its admin claimed and did not send (it stopped or died while sending: the fire in
 /// alarm state -1, the follow-up left) is sent by the next admin once the claim is older than
 /// the lease, once; one claimed more recently is left to the admin that claimed it. An alarm
@@ -303,7 +275,22 @@ async fn webhook() -> (String, Shared<Vec<Value>>, Shared<HashMap<i64, usize>>) 
 async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
     for db in TestDb::all().await {
         let kind = db.kind();
-        let (url, got, refuse) = webhook().await;
+        // The fires whose alarms the webhook refuses, and how many more times.
+        let refuse: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
+        let refusing = refuse.clone();
+        let hook = Webhook::start(move |alarm, _| {
+            let fire = alarm["fire_id"].as_i64().unwrap_or(0);
+            let mut refusals = refusing.lock().unwrap();
+            match refusals.get_mut(&fire) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        })
+        .await;
+        let url = hook.url.clone();
         let admin = TestAdmin::start(&db).await;
         let (gid, executor) = group_with_executor(&admin, "alarm-app").await;
         let job = admin
@@ -322,8 +309,8 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
             admin.wait_fire(fire).await;
             fires.push(fire);
         }
-        eventually("both alarms sent", || async {
-            let n = got.lock().unwrap().len();
+        eventually("the three alarms sent", || async {
+            let n = hook.took().len();
             (n < 3).then(|| format!("{n} alarms"))
         })
         .await;
@@ -374,7 +361,7 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
         .await;
         // Two sweeps later: the recent claim is still its admin's, sent by nobody else.
         tokio::time::sleep(Duration::from_secs(11)).await;
-        let alarms: Vec<Value> = got.lock().unwrap().clone();
+        let alarms = hook.took();
         let of = |fire: i64| alarms.iter().filter(|a| a["fire_id"] == fire).count();
         assert_eq!(
             of(old),

@@ -6,7 +6,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{TestAdmin, TestDb, TestExecutor};
+use common::{TestAdmin, TestDb, TestExecutor, Webhook};
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
 
@@ -295,25 +295,8 @@ async fn misfire_policies_after_downtime() {
 async fn retries_back_off_and_alarm_once() {
     let db = TestDb::sqlite();
     // A webhook receiver for the alarm, down for its first request.
-    let alarms: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let (a2, h2) = (alarms.clone(), hits.clone());
-    let hook = axum::Router::new().route(
-        "/alarm",
-        axum::routing::post(move |axum::Json(v): axum::Json<Value>| {
-            let (a, h) = (a2.clone(), h2.clone());
-            async move {
-                if h.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
-                }
-                a.lock().unwrap().push(v);
-                axum::http::StatusCode::OK
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook_url = format!("http://{}/alarm", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, hook).await });
+    let hook = Webhook::start(|_, n| n == 0).await;
+    let hook_url = hook.url.clone();
 
     let admin = TestAdmin::start(&db).await;
     let gid = group(&admin, "retry-app").await;
@@ -364,18 +347,14 @@ async fn retries_back_off_and_alarm_once() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let sent = alarms.lock().unwrap().clone();
+    let sent = hook.took();
     assert_eq!(
         sent.len(),
         1,
         "one alarm per failed fire, after its retries: {sent:?}"
     );
     assert_eq!(sent[0]["fire_id"], fire);
-    assert_eq!(
-        hits.load(std::sync::atomic::Ordering::SeqCst),
-        2,
-        "tried again once"
-    );
+    assert_eq!(hook.requests(), 2, "tried again once");
     let v = admin.get(&format!("/fires/{fire}")).await;
     assert_eq!(v["alarm_state"], 2, "the alarm is recorded as sent: {v}");
     e.stop().await;

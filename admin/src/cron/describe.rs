@@ -154,19 +154,18 @@ impl Words {
 
     /// "minute" / "分钟".
     fn unit(self, unit: Unit) -> &'static str {
-        match (unit, self.zh()) {
-            (Unit::Second, false) => "second",
-            (Unit::Minute, false) => "minute",
-            (Unit::Hour, false) => "hour",
-            (Unit::Day, false) => "day",
-            (Unit::Month, false) => "month",
-            (Unit::Year, false) => "year",
-            (Unit::Second, true) => "秒",
-            (Unit::Minute, true) => "分钟",
-            (Unit::Hour, true) => "小时",
-            (Unit::Day, true) => "天",
-            (Unit::Month, true) => "个月",
-            (Unit::Year, true) => "年",
+        let (en, zh) = match unit {
+            Unit::Second => ("second", "秒"),
+            Unit::Minute => ("minute", "分钟"),
+            Unit::Hour => ("hour", "小时"),
+            Unit::Day => ("day", "天"),
+            Unit::Month => ("month", "个月"),
+            Unit::Year => ("year", "年"),
+        };
+        if self.zh() {
+            zh
+        } else {
+            en
         }
     }
 

@@ -353,3 +353,55 @@ impl TestExecutor {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.task).await;
     }
 }
+
+/// An alarm webhook on a free port of this process: the alarms it took, and how many requests
+/// it had.
+pub struct Webhook {
+    pub url: String,
+    took: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Webhook {
+    /// `refuse(body, n)` says whether the `n`th request (from 0), carrying `body`, is answered
+    /// with HTTP 500 instead of taken.
+    pub async fn start(
+        refuse: impl Fn(&serde_json::Value, usize) -> bool + Send + Sync + 'static,
+    ) -> Webhook {
+        let took = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let refuse = std::sync::Arc::new(refuse);
+        let (keep, count) = (took.clone(), requests.clone());
+        let app = axum::Router::new().route(
+            "/alarm",
+            axum::routing::post(move |axum::Json(v): axum::Json<serde_json::Value>| {
+                let (keep, count, refuse) = (keep.clone(), count.clone(), refuse.clone());
+                async move {
+                    let n = count.fetch_add(1, Ordering::SeqCst);
+                    if refuse(&v, n) {
+                        return axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    keep.lock().unwrap().push(v);
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/alarm", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Webhook {
+            url,
+            took,
+            requests,
+        }
+    }
+
+    /// The alarms taken so far, in the order they came.
+    pub fn took(&self) -> Vec<serde_json::Value> {
+        self.took.lock().unwrap().clone()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
