@@ -37,7 +37,7 @@ const SEND_DEADLINE: Duration = Duration::from_secs(120);
 
 /// How long after its claim an alarm still in [`state::SENDING`] is left to the admin that
 /// claimed it. Past it that admin stopped or died before it was done (a live one is done within
-/// [`SEND_DEADLINE`]), and the next admin to sweep the fire's follow-up sends it again: an alarm
+/// `SEND_DEADLINE`), and the next admin to sweep the fire's follow-up sends it again: an alarm
 /// goes out at least once, where XXL-JOB's stays unsent.
 pub const SENDING_LEASE_MS: i64 = 300_000;
 

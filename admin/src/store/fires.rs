@@ -103,7 +103,8 @@ pub struct FireEnded {
     pub fire_id: i64,
     pub job_id: i64,
     pub state: FireState,
-    /// When it ended (epoch ms).
+    /// When it ended (epoch ms): the time of its `follow_ups` row, which the claim of its
+    /// alarm moves on ([`Store::renew_follow_up`]).
     pub at: i64,
     /// Whether something follows (a failure; a success of a job with child jobs or of a
     /// FIX_DELAY job; a FIX_DELAY fire skipped): then a `follow_ups` row was written with the

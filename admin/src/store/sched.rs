@@ -506,8 +506,9 @@ impl Store {
         Ok(())
     }
 
-    /// Moves a follow-up's time from `from` to `to`; false when it is no longer at `from`
-    /// (done, or taken over by another admin first).
+    /// Moves a follow-up's time (its row's `created_at`: the fire's end, until an alarm's claim
+    /// makes it the start of the sending lease) from `from` to `to`; false when it is no longer
+    /// at `from` (done, or taken over by another admin first).
     pub async fn renew_follow_up(&self, fire_id: i64, from: i64, to: i64) -> StoreResult<bool> {
         let n = with_pool!(self, pool => sqlx::query("UPDATE follow_ups SET created_at = ? WHERE fire_id = ? AND created_at = ?")
             .bind(to).bind(fire_id).bind(from).execute(pool).await.map(Done::from))?
