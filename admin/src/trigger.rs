@@ -24,7 +24,7 @@ use crate::model::{
 use crate::results::{FireEvents, ResultSink};
 use crate::route::{RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
-use crate::store::{FireEnded, NewRun, Replacing, RunUpdate, Store, StoreError};
+use crate::store::{FireEnded, FireRuns, NewRun, Replacing, RunUpdate, Store, StoreError};
 
 /// Run requests in flight at once in a dispatch round, shared out among the executors it sends to
 /// (at least [`MIN_LANE_CONCURRENCY`] each): a burst reuses the pooled keep-alive connections
@@ -482,15 +482,13 @@ impl Dispatcher {
             };
             match self.plan(&job, &targets, &job.params, None).await {
                 Ok((planned, note)) => {
-                    if let Some(note) = note {
-                        self.store.set_fire_message(fire_id, &note).await?;
-                    }
-                    rows.push((
+                    rows.push(FireRuns {
                         fire_id,
-                        job.id,
-                        job.group_id,
-                        planned.into_iter().map(|p| p.run).collect::<Vec<_>>(),
-                    ));
+                        job_id: job.id,
+                        group_id: job.group_id,
+                        runs: planned.into_iter().map(|p| p.run).collect(),
+                        note,
+                    });
                     planned_fires.push(FireWork {
                         job,
                         group,
@@ -503,8 +501,13 @@ impl Dispatcher {
                 Err(e) => {
                     // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
                     // visibly instead of leaving it open.
-                    self.store.set_fire_message(fire_id, &e.to_string()).await?;
-                    rows.push((fire_id, job.id, job.group_id, vec![]));
+                    rows.push(FireRuns {
+                        fire_id,
+                        job_id: job.id,
+                        group_id: job.group_id,
+                        runs: vec![],
+                        note: Some(e.to_string()),
+                    });
                     failed_plans.push(fire_id);
                 }
             }

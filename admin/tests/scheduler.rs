@@ -775,3 +775,38 @@ async fn a_schedule_that_ends_runs_its_last_fire_then_stops() {
     admin.stop().await;
     db.cleanup().await;
 }
+
+/// Scheduled fires of a group with no executor online fail with the reason as their message, on
+/// both databases; the notes of a batch of fires are written with the fires' start, alike notes
+/// in one statement (a statement per fire held up the batch's preparation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fires_of_a_group_without_executors_fail_with_the_reason() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let admin = TestAdmin::start(&db).await;
+        let gid = group(&admin, "nobody-app").await;
+        let mut jobs = Vec::new();
+        for i in 0..20 {
+            jobs.push(every_second(&admin, gid, &format!("nobody-{i}")).await);
+        }
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        stop_jobs(&admin, &jobs).await;
+        for job in &jobs {
+            let ended: Vec<Value> = fires(&admin, *job)
+                .await
+                .into_iter()
+                .filter(|f| f["state"] != "skipped" && f["state"] != "scheduled")
+                .collect();
+            assert!(!ended.is_empty(), "{kind}: job {job} had no fire");
+            for f in &ended {
+                assert_eq!(
+                    (f["state"].as_str(), f["message"].as_str()),
+                    (Some("failed"), Some("no online executor in the group")),
+                    "{kind}: {f}"
+                );
+            }
+        }
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}

@@ -5,8 +5,8 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
-    Beat, CallbackOutcome, FireFilter, GroupInput, JobFilter, JobPlan, NewRun, PlannedFire,
-    Replacing, RunFilter, RunUpdate, Store, StoreError,
+    Beat, CallbackOutcome, FireFilter, FireRuns, GroupInput, JobFilter, JobPlan, NewRun,
+    PlannedFire, Replacing, RunFilter, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -43,6 +43,17 @@ fn run(index: i64, total: i64, addr: &str) -> NewRun {
         handler: "h".into(),
         params: String::new(),
         item_param: None,
+    }
+}
+
+/// A claimed fire's runs, without a note.
+fn fire_runs(fire_id: i64, job_id: i64, group_id: i64, runs: Vec<NewRun>) -> FireRuns {
+    FireRuns {
+        fire_id,
+        job_id,
+        group_id,
+        runs,
+        note: None,
     }
 }
 
@@ -302,9 +313,13 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
             assert_eq!(claimed.len(), 1, "{kind}");
             fire.push((claimed[0].fire_id, j));
         }
-        let items: Vec<(i64, i64, i64, Vec<NewRun>)> = fire
+        // Both fires have a note; only the fire n1 starts keeps it.
+        let items: Vec<FireRuns> = fire
             .iter()
-            .map(|(f, j)| (*f, *j, g, vec![run(0, 2, "a"), run(1, 2, "b")]))
+            .map(|(f, j)| FireRuns {
+                note: Some("maxNode=2: 2 of 3 executors called".into()),
+                ..fire_runs(*f, *j, g, vec![run(0, 2, "a"), run(1, 2, "b")])
+            })
             .collect();
         let (started, runs) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
         assert_eq!(started, [fire[0].0].into(), "{kind}: only n1's fire starts");
@@ -312,12 +327,16 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
         assert!(runs.iter().all(|r| r.fire_id == fire[0].0), "{kind}");
         let mine = s.get_fire(fire[0].0).await.unwrap().unwrap();
         assert_eq!(
-            (mine.state.as_str(), mine.total_items),
-            ("triggering", 2),
+            (mine.state.as_str(), mine.total_items, mine.message.as_str()),
+            ("triggering", 2, "maxNode=2: 2 of 3 executors called"),
             "{kind}"
         );
         let theirs = s.get_fire(fire[1].0).await.unwrap().unwrap();
-        assert_eq!(theirs.state, "scheduled", "{kind}: n2's fire is untouched");
+        assert_eq!(
+            (theirs.state.as_str(), theirs.message.as_str()),
+            ("scheduled", ""),
+            "{kind}: n2's fire is untouched"
+        );
         assert!(
             s.runs_of_fires(&[fire[1].0]).await.unwrap().is_empty(),
             "{kind}"
@@ -398,7 +417,7 @@ async fn claims_are_given_back_together_at_shutdown() {
             .unwrap()
             .fire_id;
         s.add_runs_to_fires(
-            &[(started, jobs[0], g, vec![run(0, 1, "a")])],
+            &[fire_runs(started, jobs[0], g, vec![run(0, 1, "a")])],
             t,
             Some("n1"),
         )
@@ -494,7 +513,7 @@ async fn a_lease_is_held_only_while_scheduled() {
             s.start_claimed(ids[0], "n1", "CRON").await.unwrap(),
             "{kind}"
         );
-        let items = [(ids[1], fires[1].1, g, vec![run(0, 1, "a")])];
+        let items = [fire_runs(ids[1], fires[1].1, g, vec![run(0, 1, "a")])];
         let (started, _) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
         assert_eq!(started, [ids[1]].into(), "{kind}");
         s.skip_claims(&ids[2..3], "n1", "misfired", t)

@@ -46,6 +46,19 @@ impl NewRun {
     }
 }
 
+/// A claimed fire's planned runs, for [`Store::add_runs_to_fires`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FireRuns {
+    pub fire_id: i64,
+    pub job_id: i64,
+    pub group_id: i64,
+    /// Empty: the fire fails (nothing could be planned).
+    pub runs: Vec<NewRun>,
+    /// Why the plan is what it is ("no online executor in the group", maxNode, a probe's log),
+    /// kept as the fire's message.
+    pub note: Option<String>,
+}
+
 /// The result of sending a run to its executor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunUpdate {
@@ -330,35 +343,38 @@ impl Store {
     }
 
     /// Adds planned runs to many claimed fires in one transaction. Returns the fires it updated
-    /// and their stored runs, by fire then item. `items` are (fire id, job id, group id, runs).
+    /// and their stored runs, by fire then item. A fire without runs fails; a note becomes the
+    /// fire's message.
     ///
     /// With `start_for`, the fires are still `scheduled` and this also starts them: only those
     /// `start_for` still owns move on (another admin may have taken some over), and only they get
-    /// runs. Starting them here instead of in a transaction of its own saves a write of every
-    /// fire row per batch.
+    /// runs and notes. Starting them here instead of in a transaction of its own saves a write of
+    /// every fire row per batch.
     pub async fn add_runs_to_fires(
         &self,
-        items: &[(i64, i64, i64, Vec<NewRun>)],
+        items: &[FireRuns],
         now: i64,
         start_for: Option<&str>,
     ) -> StoreResult<(HashSet<i64>, Vec<Run>)> {
         if items.is_empty() {
             return Ok((HashSet::new(), vec![]));
         }
-        // The fires are updated per distinct (item count, state), and the runs of all fires go
-        // in shared multi-row INSERTs: a statement per fire was a round trip per fire.
-        let mut by_total: std::collections::BTreeMap<(i64, &'static str), Vec<i64>> =
-            std::collections::BTreeMap::new();
-        for (fire_id, _, _, runs) in items {
-            let state = if runs.is_empty() {
+        // The fires are updated per distinct (item count, state, note), and the runs of all fires
+        // go in shared multi-row INSERTs: a statement per fire was a round trip per fire (notes
+        // too: a group without executors gave each of its fires one, a statement each).
+        type Key<'a> = (i64, &'static str, Option<&'a str>);
+        let mut by_total: BTreeMap<Key<'_>, Vec<i64>> = BTreeMap::new();
+        for f in items {
+            let state = if f.runs.is_empty() {
                 FireState::Failed
             } else {
                 FireState::Triggering
             };
+            let note = f.note.as_deref().map(|n| truncate(n, 4000));
             by_total
-                .entry((runs.len() as i64, state.as_str()))
+                .entry((f.runs.len() as i64, state.as_str(), note))
                 .or_default()
-                .push(*fire_id);
+                .push(f.fire_id);
         }
         // Only the new ids are needed, by fire and item (each fire is new, so an item has one
         // run): the rest of each run is what was just written, and reading whole rows back copied
@@ -370,11 +386,14 @@ impl Store {
         let (started, rows) = with_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let mut started: HashSet<i64> = HashSet::with_capacity(items.len());
-            for ((total, state), fire_ids) in &by_total {
+            for ((total, state, note), fire_ids) in &by_total {
                 for chunk in fire_ids.chunks(500) {
                     // Out of `scheduled`, the claim's lease ends (the takeover's index).
                     let mut upd = QueryBuilder::new("UPDATE fires SET claim_expires_at = 0, total_items = ");
                     upd.push_bind(*total).push(", state = ").push_bind(*state);
+                    if let Some(note) = note {
+                        upd.push(", message = ").push_bind(*note);
+                    }
                     let Some(node) = start_for else {
                         upd.push(" WHERE 1 = 1");
                         push_in(&mut upd, "id", chunk);
@@ -408,8 +427,8 @@ impl Store {
             }
             let rows: Vec<(i64, i64, i64, &NewRun)> = items
                 .iter()
-                .filter(|(f, _, _, _)| started.contains(f))
-                .flat_map(|(f, j, g, runs)| runs.iter().map(move |r| (*f, *j, *g, r)))
+                .filter(|f| started.contains(&f.fire_id))
+                .flat_map(|f| f.runs.iter().map(move |r| (f.fire_id, f.job_id, f.group_id, r)))
                 .collect();
             for chunk in cached_chunks(&rows) {
                 let mut qb = runs_insert_rows(chunk, now);

@@ -23,7 +23,9 @@ mod sched;
 pub mod sessions;
 mod users;
 
-pub use fires::{CallbackOutcome, FireEnded, FireFilter, NewRun, Replacing, RunFilter, RunUpdate};
+pub use fires::{
+    CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter, RunUpdate,
+};
 pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};
 pub use sched::{sched_key, ClaimedFire, JobPlan, OpenRun, PlannedFire};
