@@ -19,7 +19,7 @@ use crate::model::now_ms;
 use crate::monitor;
 use crate::results;
 use crate::scheduler::Scheduler;
-use crate::store::{FireEnded, Store};
+use crate::store::{ClearCut, FireEnded, Store};
 use crate::trigger::Dispatcher;
 
 /// How often this admin announces itself in `admin_nodes`.
@@ -306,9 +306,12 @@ async fn housekeeping(store: Store, settings: Arc<Settings>, stop: CancellationT
         if settings.run_retention_days > 0 && now - last_cleanup > 3_600_000 {
             last_cleanup = now;
             let before = today - settings.run_retention_days * DAY_MS;
-            match store.delete_runs_before(before, 1000).await {
-                Ok(n) if n > 0 => tracing::info!(deleted = n, "old runs deleted"),
-                Ok(_) => {}
+            match store
+                .clear_fires(None, None, ClearCut::CreatedBefore(before), 1000)
+                .await
+            {
+                Ok((0, _)) => {}
+                Ok((fires, runs)) => tracing::info!(fires, runs, "old fires and runs deleted"),
                 Err(e) => tracing::warn!(error = %e, "run retention failed"),
             }
         }

@@ -2354,3 +2354,93 @@ async fn hostile_input_never_yields_500() {
         db.cleanup().await;
     }
 }
+
+/// `POST /fires/clear` (XXL-JOB's "clear logs"): one cut at a time, in the caller's groups only,
+/// ended fires only; on both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_fires_by_group_and_job() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let w = world(&db).await;
+        let a = &w.admin;
+        // Fires that fail at once (no executor online): two of job 1, one of job 2.
+        let mut fires = Vec::new();
+        for job in [w.job1, w.job1, w.job2] {
+            let t = a.post(&format!("/jobs/{job}/trigger"), json!({})).await;
+            let fire = t["fire_id"].as_i64().unwrap();
+            a.wait_fire(fire).await;
+            fires.push(fire);
+        }
+        let clear = |body: Value| w.user(Method::POST, "/fires/clear", Body::Json(body));
+        for (body, field, needle) in [
+            (json!({}), None, "exactly one"),
+            (json!({"all": true, "keep_newest": 5}), None, "exactly one"),
+            (json!({"all": false}), None, "exactly one"),
+            (json!({"keep_newest": 0}), Some("keep_newest"), "at least 1"),
+            (
+                json!({"older_than_days": -3}),
+                Some("older_than_days"),
+                "at least 1",
+            ),
+            (
+                json!({"all": true, "group_id": w.g1, "job_id": w.job2}),
+                Some("job_id"),
+                "not in group",
+            ),
+        ] {
+            expect_error(&clear(body.clone()).await, 400, field, needle);
+        }
+        expect_status(&clear(json!({"all": true, "bogus": 1})).await, 400);
+        let forbidden = [
+            json!({"all": true, "group_id": w.g2}),
+            json!({"all": true, "job_id": w.job2}),
+        ];
+        for body in forbidden {
+            expect_error(&clear(body).await, 403, None, "no permission");
+        }
+        expect_status(&clear(json!({"all": true, "job_id": 999_999})).await, 404);
+        // Nothing is older than a day; keeping the newest five of group 1 keeps both.
+        let r = clear(json!({"older_than_days": 1, "group_id": w.g1})).await;
+        assert_eq!(
+            expect_status(&r, 200),
+            &json!({"fires": 0, "runs": 0}),
+            "{kind}"
+        );
+        let r = clear(json!({"keep_newest": 5})).await;
+        assert_eq!(
+            expect_status(&r, 200),
+            &json!({"fires": 0, "runs": 0}),
+            "{kind}"
+        );
+        // The user's "all" is their groups: job 1's two fires go (their alarms' follow-ups may
+        // take a moment), job 2's stays.
+        let mut cleared = 0;
+        for _ in 0..50 {
+            let r = clear(json!({"all": true, "job_id": w.job1})).await;
+            cleared += expect_status(&r, 200)["fires"].as_i64().unwrap();
+            if cleared == 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(cleared, 2, "{kind}");
+        expect_status(&clear(json!({"all": true})).await, 200);
+        let (status, _) = a
+            .call(Method::GET, &format!("/fires/{}", fires[0]), None)
+            .await;
+        assert_eq!(status, 404, "{kind}");
+        let left = a.get(&format!("/fires/{}", fires[2])).await;
+        assert_eq!(left["state"], "failed", "{kind}: {left}");
+        // The admin's "all" is every group.
+        let r = admin_call(
+            a,
+            Method::POST,
+            "/fires/clear",
+            Body::Json(json!({"all": true})),
+        )
+        .await;
+        assert_eq!(expect_status(&r, 200)["fires"], 1, "{kind}");
+        w.admin.stop().await;
+        db.cleanup().await;
+    }
+}

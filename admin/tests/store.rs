@@ -5,7 +5,7 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
-    Beat, CallbackOutcome, FireFilter, FireRuns, GroupInput, JobFilter, JobPlan, NewRun,
+    Beat, CallbackOutcome, ClearCut, FireFilter, FireRuns, GroupInput, JobFilter, JobPlan, NewRun,
     PlannedFire, Replacing, RunFilter, RunUpdate, Store, StoreError,
 };
 
@@ -1479,4 +1479,99 @@ async fn migrating_an_older_database_keeps_rows_ids_and_leases() {
         s.close().await;
         db.cleanup().await;
     }
+}
+
+/// Clearing fires (XXL-JOB's "clear logs"; run retention uses it too) deletes ended fires and
+/// their runs in the scope and cut asked for: never an open fire, nor one whose follow-up (its
+/// alarm, child jobs) is still to come; skipped fires go as well.
+#[tokio::test]
+async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
+    each_db(|s, kind| async move {
+        let g1 = s.create_group(&group("app-clear"), 1).await.unwrap();
+        let g2 = s.create_group(&group("app-other"), 1).await.unwrap();
+        let j1 = s.create_job(&job(g1, "clear-1"), 1).await.unwrap();
+        let j2 = s.create_job(&job(g1, "clear-2"), 1).await.unwrap();
+        let j3 = s.create_job(&job(g2, "clear-3"), 1).await.unwrap();
+        // A fire of one run, created at `at`, its run ended as `end` (or left open).
+        let fire = |job: i64, g: i64, at: i64, end: Option<RunState>| {
+            let s = s.clone();
+            async move {
+                let (fire, ids) = s
+                    .create_fire(job, g, "MANUAL", at, None, "", None, &[run(0, 1, "a")], at)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                if let Some(state) = end {
+                    s.finish_run(ids[0], state, 200, "", at + 1).await.unwrap();
+                    s.refresh_fire_state(fire, at + 1).await.unwrap();
+                }
+                fire
+            }
+        };
+        let ok_old = fire(j1, g1, 100, Some(RunState::Succeeded)).await;
+        let failed_old = fire(j1, g1, 200, Some(RunState::Failed)).await;
+        let open_old = fire(j1, g1, 300, None).await;
+        let other_job = fire(j2, g1, 100, Some(RunState::Succeeded)).await;
+        let other_group = fire(j3, g2, 100, Some(RunState::Succeeded)).await;
+        let ok_new = fire(j1, g1, 10_000, Some(RunState::Succeeded)).await;
+        let t = 20_000;
+        let skipper = due_job(&s, g1, "clear-skipped", t + 1_000, t).await;
+        let (_, claimed) = s
+            .claim_due("n1", t + 1_000, 10_000, 10, t, |_| {
+                one_fire(t + 1_000, None, true)
+            })
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1, "{kind}");
+        assert_eq!(claimed[0].job_id, skipper, "{kind}");
+        let skipped = claimed[0].fire_id;
+        s.skip_claims(&[skipped], "n1", "misfired", t)
+            .await
+            .unwrap();
+        let exists = |id: i64| {
+            let s = s.clone();
+            async move { s.get_fire(id).await.unwrap().is_some() }
+        };
+
+        // Older than 1 000 in job 1: the failed fire's alarm is still to come, the open one runs.
+        let cut = ClearCut::CreatedBefore(1_000);
+        let got = s.clear_fires(Some(&[g1]), Some(j1), cut, 1).await.unwrap();
+        assert_eq!(got, (1, 1), "{kind}");
+        assert!(!exists(ok_old).await, "{kind}");
+        assert!(exists(failed_old).await && exists(open_old).await, "{kind}");
+        assert!(s.fire_runs(ok_old).await.unwrap().is_empty(), "{kind}");
+        let followed = s.stale_follow_ups(i64::MAX, 10).await.unwrap();
+        assert_eq!(followed.len(), 1, "{kind}: {followed:?}");
+        s.follow_ups_done(&followed).await.unwrap();
+        let got = s.clear_fires(Some(&[g1]), Some(j1), cut, 1).await.unwrap();
+        assert_eq!(
+            got,
+            (1, 1),
+            "{kind}: its follow-up done, the failed fire goes"
+        );
+        assert_eq!(s.fire_runs(open_old).await.unwrap().len(), 1, "{kind}");
+
+        // All but the newest two of group 1 (the skipped fire and the new one): the other
+        // job's fire goes, the open fire stays.
+        let got = s
+            .clear_fires(Some(&[g1]), None, ClearCut::KeepNewest(2), 1_000)
+            .await
+            .unwrap();
+        assert_eq!(got, (1, 1), "{kind}");
+        assert!(!exists(other_job).await && exists(open_old).await, "{kind}");
+        assert!(exists(skipped).await && exists(ok_new).await, "{kind}");
+
+        // Everything ended, in every group, in batches of two.
+        let got = s.clear_fires(None, None, ClearCut::All, 2).await.unwrap();
+        assert_eq!(got, (3, 2), "{kind}: the skipped fire has no run");
+        for id in [skipped, ok_new, other_group] {
+            assert!(!exists(id).await, "{kind}: fire {id}");
+        }
+        assert!(exists(open_old).await, "{kind}");
+        assert_eq!(s.fire_runs(open_old).await.unwrap().len(), 1, "{kind}");
+        // Nothing older than the newest five exists.
+        let got = s.clear_fires(None, None, ClearCut::KeepNewest(5), 10).await;
+        assert_eq!(got.unwrap(), (0, 0), "{kind}");
+    })
+    .await;
 }

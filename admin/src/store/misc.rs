@@ -1,7 +1,25 @@
 //! Checkpoints, daily report, admin nodes and counters.
 
-use super::{with_pool, with_read_pool, Done, Store, StoreResult};
+use sqlx::QueryBuilder;
+
+use super::fires::push_in;
+use super::{with_pool, with_read_pool, Dialect, Done, Store, StoreResult};
 use crate::model::{AdminNode, Checkpoint, DailyReport};
+
+/// Ended fires: a final state, and nothing left to follow them (a follow-up, an alarm, child jobs
+/// or the next FIX_DELAY fire, still needs its fire).
+const ENDED: &str = " AND state IN ('succeeded', 'failed', 'skipped') AND NOT EXISTS (SELECT 1 FROM follow_ups u WHERE u.fire_id = fires.id)";
+
+/// Which ended fires [`Store::clear_fires`] deletes: XXL-JOB's "clear logs" choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClearCut {
+    /// Those created before this time (epoch ms): "older than a month", run retention.
+    CreatedBefore(i64),
+    /// Those older than the scope's newest N fires: "keep the newest 10 000".
+    KeepNewest(i64),
+    /// All of them.
+    All,
+}
 
 impl Store {
     /// Saves the checkpoint of (job, item), replacing the previous one.
@@ -75,25 +93,114 @@ impl Store {
         )
     }
 
-    /// Deletes runs (and then fires left without runs) created before `before`, in batches so a
-    /// large clean-up never holds a long lock. Returns the number of runs deleted.
-    pub async fn delete_runs_before(&self, before: i64, batch: i64) -> StoreResult<u64> {
-        let mut total = 0;
+    /// Deletes ended fires (succeeded, failed or skipped, with nothing left to follow them) and
+    /// their runs: the fires of `job_id`, else of `groups` (`None`: every group), that `cut`
+    /// selects. Open fires are kept whatever their age, so no run in flight loses its row. Works
+    /// in batches of `batch` fires, a transaction each, so a large clean-up never holds a long
+    /// lock. Returns the fires and runs deleted.
+    pub async fn clear_fires(
+        &self,
+        groups: Option<&[i64]>,
+        job_id: Option<i64>,
+        cut: ClearCut,
+        batch: i64,
+    ) -> StoreResult<(u64, u64)> {
+        fn scope<'a, DB: sqlx::Database>(
+            qb: &mut QueryBuilder<'a, DB>,
+            groups: Option<&'a [i64]>,
+            job_id: Option<i64>,
+        ) where
+            i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        {
+            if let Some(job) = job_id {
+                qb.push(" AND job_id = ").push_bind(job);
+            }
+            if let Some(groups) = groups {
+                push_in(qb, "group_id", groups);
+            }
+        }
+        // "Keep the newest N" counts every fire of the scope, open ones too, as XXL-JOB counts
+        // its newest logs; what is older than the N-th newest may go.
+        let below = match cut {
+            ClearCut::KeepNewest(n) => {
+                let nth: Option<i64> = with_read_pool!(self, pool => {
+                    let mut qb = QueryBuilder::new("SELECT id FROM fires WHERE 1 = 1");
+                    scope(&mut qb, groups, job_id);
+                    qb.push(" ORDER BY id DESC LIMIT 1 OFFSET ").push_bind(n.max(1) - 1);
+                    qb.build_query_scalar().fetch_optional(pool).await
+                })?;
+                match nth {
+                    Some(id) => Some(id),
+                    None => return Ok((0, 0)),
+                }
+            }
+            _ => None,
+        };
+        let runs = self.dialect().runs_by_fire();
+        let lock = match self.dialect() {
+            Dialect::Sqlite => "",
+            Dialect::MySql => " FOR UPDATE",
+        };
+        let begin = self.begin_write();
+        let (mut fires_deleted, mut runs_deleted) = (0, 0);
+        // Fires are taken in id order after a cursor: the open fires a batch leaves behind are
+        // not read again by the next one.
+        let mut after = 0;
         loop {
-            let ids: Vec<i64> = with_pool!(self, pool => sqlx::query_scalar("SELECT id FROM runs WHERE created_at < ? ORDER BY id LIMIT ?")
-                .bind(before).bind(batch).fetch_all(pool).await)?;
-            if ids.is_empty() {
+            let done = with_pool!(self, pool => {
+                let mut tx = pool.begin_with(begin).await?;
+                let mut qb = QueryBuilder::new("SELECT id FROM fires WHERE id > ");
+                qb.push_bind(after);
+                scope(&mut qb, groups, job_id);
+                match cut {
+                    ClearCut::CreatedBefore(at) => {
+                        qb.push(" AND created_at < ").push_bind(at);
+                    }
+                    ClearCut::KeepNewest(_) => {
+                        qb.push(" AND id < ").push_bind(below.unwrap_or(0));
+                    }
+                    ClearCut::All => {}
+                }
+                qb.push(ENDED).push(" ORDER BY id LIMIT ").push_bind(batch);
+                let candidates: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+                let Some(last) = candidates.last().copied() else {
+                    tx.rollback().await?;
+                    break;
+                };
+                after = last;
+                // Runs before their fires, the order every writer locks them in; the fires'
+                // state is checked again under the lock (a retry may have reopened one).
+                let mut sel = QueryBuilder::new(format!("SELECT id, fire_id FROM {runs} WHERE 1 = 1"));
+                push_in(&mut sel, "fire_id", &candidates);
+                sel.push(lock);
+                let fire_runs: Vec<(i64, i64)> = sel.build_query_as().fetch_all(&mut *tx).await?;
+                let mut sel = QueryBuilder::new("SELECT id FROM fires WHERE 1 = 1");
+                push_in(&mut sel, "id", &candidates);
+                sel.push(ENDED).push(lock);
+                let ended: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                let gone: std::collections::HashSet<i64> = ended.iter().copied().collect();
+                let run_ids: Vec<i64> = fire_runs
+                    .into_iter()
+                    .filter(|(_, fire)| gone.contains(fire))
+                    .map(|(id, _)| id)
+                    .collect();
+                for chunk in run_ids.chunks(1000) {
+                    let mut del = QueryBuilder::new("DELETE FROM runs WHERE 1 = 1");
+                    push_in(&mut del, "id", chunk);
+                    runs_deleted += del.build().execute(&mut *tx).await.map(Done::from)?.rows_affected();
+                }
+                let mut del = QueryBuilder::new("DELETE FROM fires WHERE 1 = 1");
+                push_in(&mut del, "id", &ended);
+                fires_deleted += del.build().execute(&mut *tx).await.map(Done::from)?.rows_affected();
+                tx.commit().await?;
+                candidates.len() < batch as usize
+            });
+            if done {
                 break;
             }
-            let max = *ids.last().expect("non-empty");
-            let n = with_pool!(self, pool => sqlx::query("DELETE FROM runs WHERE created_at < ? AND id <= ?")
-                .bind(before).bind(max).execute(pool).await.map(Done::from))?
-            .rows_affected();
-            total += n;
         }
-        with_pool!(self, pool => sqlx::query("DELETE FROM fires WHERE created_at < ? AND state IN ('succeeded', 'failed')")
-            .bind(before).execute(pool).await.map(Done::from))?;
-        Ok(total)
+        Ok((fires_deleted, runs_deleted))
     }
 
     /// Announces this admin process (insert or refresh).

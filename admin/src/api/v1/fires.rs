@@ -13,11 +13,12 @@ use super::jobs::Page;
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, Run, RunState};
-use crate::store::{FireFilter, RunFilter};
+use crate::store::{ClearCut, FireFilter, RunFilter};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/fires", get(list_fires))
+        .route("/fires/clear", post(clear_fires))
         .route("/fires/{id}", get(get_fire))
         .route("/fires/{id}/retry", post(retry_fire))
         .route("/runs", get(list_runs))
@@ -64,6 +65,73 @@ async fn list_fires(
         offset: f.offset,
         limit: f.limit,
     }))
+}
+
+/// What to clear: XXL-JOB's "clear logs" (by group or job; older than some time, all but the
+/// newest N, or all). Exactly one of `older_than_days`, `keep_newest` and `all`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearRequest {
+    group_id: Option<i64>,
+    job_id: Option<i64>,
+    older_than_days: Option<i64>,
+    keep_newest: Option<i64>,
+    #[serde(default)]
+    all: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ClearAnswer {
+    fires: u64,
+    runs: u64,
+}
+
+/// Deletes ended fires and their runs in the caller's groups (open fires, and fires whose
+/// alarm or child jobs are still to come, are kept).
+async fn clear_fires(
+    State(st): State<AppState>,
+    caller: Caller,
+    Json(req): Json<ClearRequest>,
+) -> Result<Json<ClearAnswer>, ApiError> {
+    const DAY_MS: i64 = 86_400_000;
+    let cut = match (req.older_than_days, req.keep_newest, req.all) {
+        (Some(d), None, false) if d >= 1 => ClearCut::CreatedBefore(now_ms() - d * DAY_MS),
+        (Some(_), None, false) => {
+            return Err(ApiError::field("older_than_days", "must be at least 1"))
+        }
+        (None, Some(n), false) if n >= 1 => ClearCut::KeepNewest(n),
+        (None, Some(_), false) => return Err(ApiError::field("keep_newest", "must be at least 1")),
+        (None, None, true) => ClearCut::All,
+        _ => {
+            return Err(ApiError::bad_request(
+                "give exactly one of older_than_days, keep_newest and all: true",
+            ))
+        }
+    };
+    let mut group = req.group_id;
+    if let Some(job_id) = req.job_id {
+        let job = st.store.get_job(job_id).await?;
+        if group.is_some_and(|g| g != job.group_id) {
+            return Err(ApiError::field(
+                "job_id",
+                format!("job {job_id} is not in group {}", group.unwrap_or_default()),
+            ));
+        }
+        group = Some(job.group_id);
+    }
+    let groups = match group {
+        Some(g) => {
+            caller.require_group(g)?;
+            Some(vec![g])
+        }
+        None => caller.group_scope(),
+    };
+    let (fires, runs) = st
+        .store
+        .clear_fires(groups.as_deref(), req.job_id, cut, 1000)
+        .await?;
+    tracing::info!(user = %caller.user.username, group = ?group, job = ?req.job_id, ?cut, fires, runs, "fires cleared");
+    Ok(Json(ClearAnswer { fires, runs }))
 }
 
 /// One item of a fire: its current attempt and how many there were.

@@ -142,6 +142,12 @@ pub fn openapi() -> Value {
                 {"name": "offset", "in": "query", "schema": {"type": "integer"}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
                 "responses": with_errors(json!({"200": page("fires")}))}},
+            "/fires/clear": {"post": {"summary": "Delete ended fires and their runs: of a group or job (else every group the caller has), older than some days, all but the newest N, or all. Open fires, and fires whose alarm or child jobs are still to come, are kept.",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {
+                    "group_id": {"type": "integer"}, "job_id": {"type": "integer"},
+                    "older_than_days": {"type": "integer", "minimum": 1}, "keep_newest": {"type": "integer", "minimum": 1}, "all": {"type": "boolean"}},
+                    "description": "exactly one of older_than_days, keep_newest and all: true"}}}},
+                "responses": with_errors(json!({"200": {"description": "fires and runs deleted", "content": {"application/json": {"schema": {"type": "object", "properties": {"fires": {"type": "integer"}, "runs": {"type": "integer"}}}}}}}))}},
             "/fires/{id}": {"parameters": [id], "get": {"summary": "A fire with its runs and item coverage", "responses": with_errors(json!({"200": obj("fire", "Fire")}))}},
             "/fires/{id}/retry": {"parameters": [id], "post": {"summary": "Re-run the failed or missing items only", "responses": with_errors(json!({"200": {"description": "the new runs"}, "409": {"$ref": "#/components/responses/Error"}}))}},
             "/runs": {"get": {"summary": "List runs", "parameters": [
