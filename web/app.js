@@ -986,7 +986,8 @@
       go({ job_id: fd.get('job_id'), state: fd.get('state'), from: fromLocalInput(fd.get('from')), to: fromLocalInput(fd.get('to')) });
     });
     append(root,
-      h('div', { class: 'page-head' }, h('h1', null, t('nav.fires'))),
+      h('div', { class: 'page-head' }, h('h1', null, t('nav.fires')),
+        h('button', { type: 'button', class: 'danger', id: 'fires-clear', onclick: () => clearFires(filter.job_id, jobOpts) }, t('fire.clear'))),
       form,
       table([t('col.fire'), t('col.job'), t('col.trigger'), t('col.planned'), t('col.items'), t('col.state'), t('col.message')],
         page.items.map((f) => ({
@@ -996,6 +997,34 @@
         })),
         { id: 'fires-table', empty: t('fire.empty') }),
       pager(page.total, offset, PAGE, (o) => go(Object.assign({}, filter, { offset: o }))));
+  }
+
+  // XXL-JOB's "clear logs": the ended fires of a group or job (open ones stay), by age or count.
+  const CLEAR_CUTS = [['days:30', 'older1m'], ['days:90', 'older3m'], ['days:180', 'older6m'], ['days:365', 'older1y'],
+    ['keep:1000', 'keep1k'], ['keep:10000', 'keep10k'], ['keep:30000', 'keep30k'], ['keep:100000', 'keep100k'], ['all', 'all']];
+
+  async function clearFires(jobId, jobOpts) {
+    const list = await groups();
+    const groupSel = select('clear_group', [['', t('filter.allGroups')], ...list.map((g) => [g.id, groupName(list, g.id)])], '');
+    const jobSel = select('clear_job', jobOpts, jobId || '');
+    const cutSel = select('clear_cut', CLEAR_CUTS.map(([v, k]) => [v, t('clear.' + k)]), 'days:30');
+    const body = h('div', null,
+      field(t('col.group'), groupSel), field(t('col.job'), jobSel), field(t('clear.what'), cutSel),
+      h('p', { class: 'hint' }, t('clear.hint')));
+    const res = await dialog(t('fire.clearTitle'), body, t('fire.clearOk'), () => {
+      const req = {};
+      if (groupSel.value) req.group_id = Number(groupSel.value);
+      if (jobSel.value) req.job_id = Number(jobSel.value);
+      const [kind, n] = cutSel.value.split(':');
+      if (kind === 'days') req.older_than_days = Number(n);
+      else if (kind === 'keep') req.keep_newest = Number(n);
+      else req.all = true;
+      return post('/fires/clear', req);
+    }, true);
+    if (res) {
+      flash(t('fire.cleared', { fires: res.fires, runs: res.runs }), 'ok');
+      route();
+    }
   }
 
   // The coverage counts in the console's language (the API's `summary` is the English line).

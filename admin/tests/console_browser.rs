@@ -499,6 +499,22 @@ async fn operator_walkthrough_in_chromium() {
         serde_json::json!([])
     );
 
+    // Clearing fires (XXL-JOB's "clear logs"): the dialog starts from the list's job filter;
+    // "all fires" of the items job deletes its ended fire and both its runs.
+    s.goto(&format!("/console/#/fires?job_id={items}")).await;
+    s.page("fires").await;
+    s.wait_text("#fires-table", &format!("#{fire}")).await;
+    s.click("#fires-clear").await;
+    s.choose("#f-clear_cut", "all").await;
+    s.shot("18c-fires-clear").await;
+    s.click("#dialog-ok").await;
+    s.wait_text("#flash", "Deleted: 1 fires, 2 runs").await;
+    s.wait_text("#app", "No fire matches").await;
+    let (status, _) = admin
+        .call(reqwest::Method::GET, &format!("/fires/{fire}"), None)
+        .await;
+    assert_eq!(status, 404, "the cleared fire is gone");
+
     // Users and tokens (admin only); a token's secret is shown once.
     s.goto("/console/#/users").await;
     s.page("users").await;
