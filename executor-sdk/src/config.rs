@@ -66,6 +66,10 @@ pub struct ExecutorConfig {
     pub kill_grace: Duration,
     /// On shutdown, how long running and queued jobs may take to finish before they are killed.
     pub shutdown_grace: Duration,
+    /// How many handlers may run at once on this executor, over all its jobs (`None`: no
+    /// limit, as in XXL-JOB). A run beyond the limit waits for a slot; it is running for the
+    /// admin meanwhile, and its timeout counts the wait, as the admin's watch does.
+    pub max_concurrent_runs: Option<usize>,
 }
 
 impl Default for ExecutorConfig {
@@ -89,6 +93,7 @@ impl Default for ExecutorConfig {
             callback_retry_interval: Duration::from_secs(30),
             kill_grace: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(5),
+            max_concurrent_runs: None,
         }
     }
 }
@@ -127,6 +132,7 @@ impl ExecutorConfig {
     /// | `SHARDLINE_EXECUTOR_CALLBACK_RETRY_INTERVAL_SECS` | replay interval of spooled callbacks | `30` |
     /// | `SHARDLINE_EXECUTOR_KILL_GRACE_SECS` | time a cancelled handler gets before abort | `2` |
     /// | `SHARDLINE_EXECUTOR_SHUTDOWN_GRACE_SECS` | time running jobs get on shutdown | `5` |
+    /// | `SHARDLINE_EXECUTOR_MAX_CONCURRENT_RUNS` | handlers running at once, over all jobs (≥ 1) | no limit |
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|key| std::env::var(key).ok())
     }
@@ -208,6 +214,9 @@ impl ExecutorConfig {
         if let Some(v) = get("SHUTDOWN_GRACE_SECS") {
             cfg.shutdown_grace = secs("SHUTDOWN_GRACE_SECS", &v)?;
         }
+        if let Some(v) = get("MAX_CONCURRENT_RUNS") {
+            cfg.max_concurrent_runs = Some(parse_num("MAX_CONCURRENT_RUNS", &v)?);
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -256,6 +265,11 @@ impl ExecutorConfig {
                 "max request size {} is below 1024 bytes",
                 self.max_request_bytes
             )));
+        }
+        if self.max_concurrent_runs == Some(0) {
+            return Err(ConfigError::new(
+                "max concurrent runs must be at least 1 (None for no limit)",
+            ));
         }
         if self.meta.weight == Some(0) {
             return Err(ConfigError::new("weight must be at least 1"));
@@ -335,6 +349,7 @@ mod tests {
             ("GENERATION", "v35"),
             ("LABELS", "shanghai,ssd"),
             ("WEIGHT", "3"),
+            ("MAX_CONCURRENT_RUNS", "4"),
         ]))
         .unwrap();
         assert_eq!(cfg.appname, "billing");
@@ -349,6 +364,9 @@ mod tests {
         assert_eq!(cfg.meta.weight, Some(3));
         assert_eq!(cfg.beat_interval, Duration::from_secs(30));
         assert_eq!(cfg.max_request_bytes, 5 * 1024 * 1024);
+        assert_eq!(cfg.max_concurrent_runs, Some(4));
+        let plain = ExecutorConfig::from_lookup(lookup(&[("APPNAME", "a")])).unwrap();
+        assert_eq!(plain.max_concurrent_runs, None, "no limit by default");
     }
 
     #[test]
@@ -371,6 +389,18 @@ mod tests {
             ExecutorConfig::from_lookup(lookup(&[("APPNAME", "a"), ("GLUE_ENABLED", "perhaps")]))
                 .unwrap_err();
         assert!(e.to_string().contains("GLUE_ENABLED"), "{e}");
+        for bad in ["0", "-1", "many"] {
+            let e = ExecutorConfig::from_lookup(lookup(&[
+                ("APPNAME", "a"),
+                ("MAX_CONCURRENT_RUNS", bad),
+            ]))
+            .unwrap_err();
+            assert!(
+                e.to_string().contains("concurrent runs")
+                    || e.to_string().contains("MAX_CONCURRENT_RUNS"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

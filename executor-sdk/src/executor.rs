@@ -126,6 +126,9 @@ impl ExecutorBuilder {
             admin: admin.clone(),
             kill_grace: config.kill_grace,
             idle_timeout: config.worker_idle_timeout,
+            slots: config
+                .max_concurrent_runs
+                .map(|n| (n, Arc::new(tokio::sync::Semaphore::new(n)))),
         });
         Ok(Executor {
             inner: Arc::new(Inner {

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -129,6 +129,8 @@ pub(crate) struct RunEnv {
     pub(crate) admin: AdminClient,
     pub(crate) kill_grace: Duration,
     pub(crate) idle_timeout: Duration,
+    /// The executor-wide limit of handlers running at once, and its slots.
+    pub(crate) slots: Option<(usize, Arc<Semaphore>)>,
 }
 
 /// All workers of an executor. Cheap to clone.
@@ -429,6 +431,47 @@ impl Workers {
         let req = q.req;
         let logger = env.logs.logger(req.log_id, req.log_date_time);
         log_start(&logger, &req, q.shard_total);
+        let timeout = u64::try_from(req.executor_timeout)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs);
+        let deadline = async {
+            match timeout {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let stop_reason = || {
+            lane.state()
+                .stopped
+                .clone()
+                .unwrap_or_else(|| REASON_KILL.to_string())
+        };
+        // Over the executor-wide limit the run waits for a slot, held until its handler is done
+        // (aborted included); a kill or its timeout ends the wait.
+        let _slot = match &env.slots {
+            Some((limit, slots)) => {
+                if slots.available_permits() == 0 {
+                    logger.log(format!(
+                        "----------- waiting for a slot: at most {limit} runs at once on this executor"
+                    ));
+                }
+                tokio::select! {
+                    permit = Arc::clone(slots).acquire_owned() => permit.ok(),
+                    _ = cancel.cancelled() => {
+                        let reason = stop_reason();
+                        logger.log(format!("----------- job thread stopped, reason: {reason}"));
+                        return (req, logger, JobResult::fail(format!("{reason} [job waiting for a slot, killed]")));
+                    }
+                    _ = &mut deadline => {
+                        logger.log("----------- job execute timeout");
+                        return (req, logger, JobResult::timeout(MSG_TIMEOUT));
+                    }
+                }
+            }
+            None => None,
+        };
         let ctx = JobContext::new(
             &req,
             q.shard_total,
@@ -445,16 +488,6 @@ impl Workers {
                 Runner::Script(script) => script.run(ctx).await,
             }
         });
-        let timeout = u64::try_from(req.executor_timeout)
-            .ok()
-            .filter(|s| *s > 0)
-            .map(Duration::from_secs);
-        let deadline = async {
-            match timeout {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
         let result = tokio::select! {
             joined = &mut task => match joined {
                 Ok(result) => result,
@@ -465,16 +498,12 @@ impl Workers {
                 }
             },
             _ = cancel.cancelled() => {
-                let reason = lane
-                    .state()
-                    .stopped
-                    .clone()
-                    .unwrap_or_else(|| REASON_KILL.to_string());
+                let reason = stop_reason();
                 logger.log(format!("----------- job thread stopped, reason: {reason}"));
                 settle(task, env.kill_grace, &logger).await;
                 JobResult::fail(format!("{reason} [job running, killed]"))
             }
-            _ = deadline => {
+            _ = &mut deadline => {
                 logger.log("----------- job execute timeout");
                 cancel.cancel();
                 settle(task, env.kill_grace, &logger).await;

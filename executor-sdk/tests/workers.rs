@@ -706,3 +706,64 @@ async fn scripts_are_refused_when_disabled_and_groovy_always() {
     assert_eq!(env["msg"], "GLUE_GROOVY is not supported by this executor");
     ex.stop().await;
 }
+
+/// With `max_concurrent_runs`, at most that many handlers run at once over all jobs; the others
+/// wait for a slot (busy for `idleBeat`), and a kill or their timeout ends the wait.
+#[tokio::test]
+async fn an_executor_wide_limit_makes_runs_wait_for_a_slot() {
+    let probe = Probe::default();
+    let ex = TestExecutor::start(|c| c.max_concurrent_runs = Some(2), handlers(&probe)).await;
+    // Six jobs of their own (no block strategy between them), two slots.
+    for job in 1..=6 {
+        ex.run_ok(&sleep_trigger(job, job, 200, "SERIAL_EXECUTION"))
+            .await;
+    }
+    let env = ex.post("/idleBeat", &json!({"jobId": 6})).await;
+    assert_eq!(env["code"], 500, "a run waiting for a slot is busy");
+    for log_id in 1..=6 {
+        let cb = ex.admin.callback(log_id).await;
+        assert_eq!((cb.handle_code, cb.handle_msg.as_str()), (200, "slept 200"));
+    }
+    assert_eq!(probe.max_running.load(Ordering::SeqCst), 2);
+    assert!(log_text(&ex, 6)
+        .await
+        .contains("waiting for a slot: at most 2 runs at once"));
+
+    // Both slots held by stubborn runs: a waiting run is killed, another times out waiting.
+    for job in [11, 12] {
+        ex.run_ok(&trigger(job, job, "stubborn")).await;
+    }
+    eventually("both slots taken", || probe.calls() == 8).await;
+    ex.run_ok(&sleep_trigger(13, 13, 10, "SERIAL_EXECUTION"))
+        .await;
+    ex.run_ok(&trigger_with(
+        14,
+        14,
+        "sleep",
+        json!({"executorParams": "10", "executorTimeout": 1}),
+    ))
+    .await;
+    let env = ex.post("/kill", &json!({"jobId": 13})).await;
+    assert_eq!(env["code"], 200);
+    let cb = ex.admin.callback(13).await;
+    assert_eq!(
+        (cb.handle_code, cb.handle_msg.as_str()),
+        (
+            500,
+            "scheduling center kill job. [job waiting for a slot, killed]"
+        )
+    );
+    let cb = ex.admin.callback(14).await;
+    assert_eq!(
+        (cb.handle_code, cb.handle_msg.as_str()),
+        (502, "job execute timeout")
+    );
+    assert_eq!(probe.calls(), 8, "neither waiting run got to its handler");
+    // A killed run frees its slot for the next one.
+    ex.post("/kill", &json!({"jobId": 11})).await;
+    ex.run_ok(&sleep_trigger(15, 15, 10, "SERIAL_EXECUTION"))
+        .await;
+    assert_eq!(ex.admin.callback(15).await.handle_code, 200);
+    ex.post("/kill", &json!({"jobId": 12})).await;
+    ex.stop().await;
+}
