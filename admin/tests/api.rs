@@ -2406,6 +2406,12 @@ async fn clearing_fires_by_group_and_job() {
             &json!({"fires": 0, "runs": 0}),
             "{kind}"
         );
+        let r = clear(json!({"older_than_days": i64::MAX})).await;
+        assert_eq!(
+            expect_status(&r, 200),
+            &json!({"fires": 0, "runs": 0}),
+            "{kind}"
+        );
         let r = clear(json!({"keep_newest": 5})).await;
         assert_eq!(
             expect_status(&r, 200),

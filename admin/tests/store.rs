@@ -57,6 +57,16 @@ fn fire_runs(fire_id: i64, job_id: i64, group_id: i64, runs: Vec<NewRun>) -> Fir
     }
 }
 
+/// A fire triggered by hand at `at` with one run (item 0 of 1): its id and the run's.
+async fn one_run_fire(s: &Store, job: i64, g: i64, at: i64) -> (i64, i64) {
+    let (fire, ids) = s
+        .create_fire(job, g, "MANUAL", at, None, "", None, &[run(0, 1, "a")], at)
+        .await
+        .unwrap()
+        .unwrap();
+    (fire, ids[0])
+}
+
 /// A job of group `g`, enabled and due at `at`, created and edited at `now`.
 async fn due_job(s: &Store, g: i64, name: &str, at: i64, now: i64) -> i64 {
     let id = s.create_job(&job(g, name), now).await.unwrap();
@@ -894,13 +904,9 @@ async fn what_follows_a_fires_end_is_written_with_it() {
         let end = |job: i64, code: i32, at: i64| {
             let s = s.clone();
             async move {
-                let (fire, ids) = s
-                    .create_fire(job, g, "MANUAL", at, None, "", None, &[run(0, 1, "a")], at)
-                    .await
-                    .unwrap()
-                    .unwrap();
+                let (fire, run_id) = one_run_fire(&s, job, g, at).await;
                 let (_, ended) = s
-                    .store_results(&[], &[(ids[0], code, "r".into())], at + 1)
+                    .store_results(&[], &[(run_id, code, "r".into())], at + 1)
                     .await
                     .unwrap();
                 assert_eq!(ended.len(), 1, "{kind}: the fire ended");
@@ -1496,13 +1502,9 @@ async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
         let fire = |job: i64, g: i64, at: i64, end: Option<RunState>| {
             let s = s.clone();
             async move {
-                let (fire, ids) = s
-                    .create_fire(job, g, "MANUAL", at, None, "", None, &[run(0, 1, "a")], at)
-                    .await
-                    .unwrap()
-                    .unwrap();
+                let (fire, run_id) = one_run_fire(&s, job, g, at).await;
                 if let Some(state) = end {
-                    s.finish_run(ids[0], state, 200, "", at + 1).await.unwrap();
+                    s.finish_run(run_id, state, 200, "", at + 1).await.unwrap();
                     s.refresh_fire_state(fire, at + 1).await.unwrap();
                 }
                 fire

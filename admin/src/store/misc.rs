@@ -120,22 +120,26 @@ impl Store {
                 push_in(qb, "group_id", groups);
             }
         }
-        // "Keep the newest N" counts every fire of the scope, open ones too, as XXL-JOB counts
-        // its newest logs; what is older than the N-th newest may go.
-        let below = match cut {
-            ClearCut::KeepNewest(n) => {
-                let nth: Option<i64> = with_read_pool!(self, pool => {
-                    let mut qb = QueryBuilder::new("SELECT id FROM fires WHERE 1 = 1");
-                    scope(&mut qb, groups, job_id);
-                    qb.push(" ORDER BY id DESC LIMIT 1 OFFSET ").push_bind(n.max(1) - 1);
-                    qb.build_query_scalar().fetch_optional(pool).await
-                })?;
-                match nth {
-                    Some(id) => Some(id),
-                    None => return Ok((0, 0)),
-                }
-            }
-            _ => None,
+        // The last id the cut can reach, so that each batch reads a range of ids and a cut that
+        // finds nothing does not read the table. "Keep the newest N" counts every fire of the
+        // scope, open ones too, as XXL-JOB counts its newest logs.
+        let last: Option<i64> = match cut {
+            ClearCut::All => Some(i64::MAX),
+            ClearCut::CreatedBefore(at) => with_read_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT MAX(id) FROM fires WHERE created_at < ");
+                qb.push_bind(at);
+                scope(&mut qb, groups, job_id);
+                qb.build_query_scalar::<Option<i64>>().fetch_one(pool).await
+            })?,
+            ClearCut::KeepNewest(n) => with_read_pool!(self, pool => {
+                let mut qb = QueryBuilder::new("SELECT id - 1 FROM fires WHERE 1 = 1");
+                scope(&mut qb, groups, job_id);
+                qb.push(" ORDER BY id DESC LIMIT 1 OFFSET ").push_bind(n.max(1) - 1);
+                qb.build_query_scalar().fetch_optional(pool).await
+            })?,
+        };
+        let Some(last) = last else {
+            return Ok((0, 0));
         };
         let runs = self.dialect().runs_by_fire();
         let lock = match self.dialect() {
@@ -151,16 +155,11 @@ impl Store {
             let done = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
                 let mut qb = QueryBuilder::new("SELECT id FROM fires WHERE id > ");
-                qb.push_bind(after);
+                qb.push_bind(after).push(" AND id <= ").push_bind(last);
                 scope(&mut qb, groups, job_id);
-                match cut {
-                    ClearCut::CreatedBefore(at) => {
-                        qb.push(" AND created_at < ").push_bind(at);
-                    }
-                    ClearCut::KeepNewest(_) => {
-                        qb.push(" AND id < ").push_bind(below.unwrap_or(0));
-                    }
-                    ClearCut::All => {}
+                if let ClearCut::CreatedBefore(at) = cut {
+                    // Ids follow creation only roughly when several admins insert.
+                    qb.push(" AND created_at < ").push_bind(at);
                 }
                 qb.push(ENDED).push(" ORDER BY id LIMIT ").push_bind(batch);
                 let candidates: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;

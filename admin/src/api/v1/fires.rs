@@ -95,7 +95,9 @@ async fn clear_fires(
 ) -> Result<Json<ClearAnswer>, ApiError> {
     const DAY_MS: i64 = 86_400_000;
     let cut = match (req.older_than_days, req.keep_newest, req.all) {
-        (Some(d), None, false) if d >= 1 => ClearCut::CreatedBefore(now_ms() - d * DAY_MS),
+        (Some(d), None, false) if d >= 1 => {
+            ClearCut::CreatedBefore(now_ms().saturating_sub(d.saturating_mul(DAY_MS)))
+        }
         (Some(_), None, false) => {
             return Err(ApiError::field("older_than_days", "must be at least 1"))
         }
