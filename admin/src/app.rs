@@ -314,6 +314,9 @@ async fn housekeeping(store: Store, settings: Arc<Settings>, stop: CancellationT
                 Ok((fires, runs)) => tracing::info!(fires, runs, "old fires and runs deleted"),
                 Err(e) => tracing::warn!(error = %e, "run retention failed"),
             }
+            if let Err(e) = store.delete_audit_before(before).await {
+                tracing::warn!(error = %e, "audit log retention failed");
+            }
         }
     }
 }

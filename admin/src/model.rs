@@ -394,6 +394,21 @@ pub struct Checkpoint {
     pub updated_at: i64,
 }
 
+/// One request that could change something, as the audit log keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: i64,
+    /// 0 when the caller could not be identified (the answer is then a 401 or 403).
+    pub user_id: i64,
+    pub username: String,
+    /// 1 when made in the console, 0 with an API token.
+    pub console: i64,
+    pub method: String,
+    pub path: String,
+    pub status: i64,
+}
+
 /// A row of the daily report (dashboard chart).
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct DailyReport {

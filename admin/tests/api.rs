@@ -2450,3 +2450,79 @@ async fn clearing_fires_by_group_and_job() {
         db.cleanup().await;
     }
 }
+
+/// The audit log keeps every change request of an identified caller (refused ones too), not
+/// reads and not unidentified callers; only an ADMIN reads it. Both databases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_says_who_changed_what() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let w = world(&db).await;
+        let a = &w.admin;
+        let before = a.get("/audit?limit=1000").await["total"].as_i64().unwrap();
+        let job = json!({"group_id": w.g1, "name": "audited", "handler": "work", "schedule_type": "NONE"});
+        let r = w.user(Method::POST, "/jobs", Body::Json(job)).await;
+        let created = id_of(expect_status(&r, 201));
+        let r = w
+            .user(Method::DELETE, &format!("/jobs/{}", w.job2), Body::None)
+            .await;
+        expect_status(&r, 403);
+        w.user(Method::GET, "/jobs", Body::None).await;
+        let r = send(
+            a,
+            Method::POST,
+            "/jobs",
+            Some("not-a-token"),
+            Body::Json(json!({})),
+        )
+        .await;
+        expect_status(&r, 401);
+        a.post(&format!("/jobs/{created}/trigger"), json!({})).await;
+
+        let log = a.get("/audit?limit=1000").await;
+        assert_eq!(log["total"].as_i64().unwrap() - before, 3, "{kind}: {log}");
+        let items = log["items"].as_array().unwrap();
+        let seen: Vec<(String, String, String, i64)> = items[..3]
+            .iter()
+            .map(|e| {
+                (
+                    e["username"].as_str().unwrap().to_string(),
+                    e["method"].as_str().unwrap().to_string(),
+                    e["path"].as_str().unwrap().to_string(),
+                    e["status"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "admin".into(),
+                    "POST".into(),
+                    format!("/api/v1/jobs/{created}/trigger"),
+                    200
+                ),
+                (
+                    "operator".into(),
+                    "DELETE".into(),
+                    format!("/api/v1/jobs/{}", w.job2),
+                    403
+                ),
+                ("operator".into(), "POST".into(), "/api/v1/jobs".into(), 201),
+            ],
+            "{kind}: newest first"
+        );
+        assert_eq!(items[1]["user_id"], w.user_id, "{kind}");
+        assert_eq!(
+            items[1]["console"], 0,
+            "{kind}: an API token, not the console"
+        );
+        let mine = a.get("/audit?username=operator&limit=1").await;
+        assert_eq!(mine["total"], 2, "{kind}: {mine}");
+        assert_eq!(mine["items"].as_array().unwrap().len(), 1, "{kind}");
+        let r = w.user(Method::GET, "/audit", Body::None).await;
+        expect_error(&r, 403, None, "ADMIN");
+        w.admin.stop().await;
+        db.cleanup().await;
+    }
+}

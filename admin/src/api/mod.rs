@@ -42,7 +42,10 @@ pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     Router::new()
         .merge(executor::routes())
-        .nest("/api/v1", v1::routes())
+        .nest(
+            "/api/v1",
+            v1::routes().layer(axum::middleware::from_fn_with_state(state.clone(), audit)),
+        )
         .merge(ops::routes())
         .merge(crate::console::routes())
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limit))
@@ -84,6 +87,50 @@ impl Caller {
     }
 }
 
+/// Keeps every REST API request that could change something in the audit log: its caller
+/// (identified here once and handed to the handler), method, path and the answer's status.
+/// Requests whose caller is not identified are not kept: a flood of them would otherwise be a
+/// write each. Bodies are not kept (passwords, secrets).
+async fn audit(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(req).await;
+    }
+    let method = req.method().to_string();
+    let path = req
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(|| req.uri().path().to_string(), |u| u.path().to_string());
+    let (mut parts, body) = req.into_parts();
+    let caller = Caller::from_request_parts(&mut parts, &st).await.ok();
+    if let Some(c) = &caller {
+        parts.extensions.insert(c.clone());
+    }
+    let resp = next
+        .run(axum::extract::Request::from_parts(parts, body))
+        .await;
+    if let Some(c) = caller {
+        let entry = crate::model::AuditEntry {
+            id: 0,
+            at: crate::model::now_ms(),
+            user_id: c.user.id,
+            username: c.user.username,
+            console: i64::from(c.console),
+            method,
+            path,
+            status: i64::from(resp.status().as_u16()),
+        };
+        if let Err(e) = st.store.record_audit(&entry).await {
+            tracing::warn!(error = %e, user = %entry.username, method = %entry.method, path = %entry.path, "audit entry not stored");
+        }
+    }
+    resp
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
@@ -91,6 +138,10 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        // Identified already by the audit layer.
+        if let Some(c) = parts.extensions.get::<Caller>() {
+            return Ok(c.clone());
+        }
         if !parts
             .headers
             .contains_key(axum::http::header::AUTHORIZATION)

@@ -15,6 +15,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod audit;
 mod fires;
 mod groups;
 mod jobs;
@@ -23,6 +24,7 @@ mod sched;
 pub mod sessions;
 mod users;
 
+pub use audit::AuditFilter;
 pub use fires::{
     CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter, RunUpdate,
 };

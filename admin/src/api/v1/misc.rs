@@ -166,6 +166,13 @@ pub fn openapi() -> Value {
             "/users": {
                 "get": {"summary": "List users (ADMIN)", "responses": with_errors(json!({"200": {"description": "users"}}))},
                 "post": {"summary": "Create a user (ADMIN)", "responses": with_errors(json!({"201": {"description": "created"}}))}},
+            "/audit": {"get": {"summary": "The audit log (ADMIN): every request that could change something, by an identified caller, newest first (bodies are not kept)", "parameters": [
+                {"name": "username", "in": "query", "schema": {"type": "string"}},
+                {"name": "from", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
+                {"name": "to", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
+                {"name": "offset", "in": "query", "schema": {"type": "integer"}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                "responses": with_errors(json!({"200": {"description": "audit entries (id, at, user_id, username, console, method, path, status)"}}))}},
             "/users/me": {"get": {"summary": "The calling user", "responses": with_errors(json!({"200": {"description": "user"}}))}},
             "/users/{id}": {"parameters": [id],
                 "get": {"summary": "Get a user", "responses": with_errors(json!({"200": {"description": "user"}}))},

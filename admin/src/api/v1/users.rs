@@ -1,5 +1,5 @@
-//! `/api/v1/users` and `/api/v1/tokens`. Admins manage everyone; a user sees himself and his own
-//! tokens.
+//! `/api/v1/users`, `/api/v1/tokens` and `/api/v1/audit`. Admins manage everyone and read the
+//! audit log; a user sees himself and his own tokens.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -7,11 +7,12 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use crate::api::error::{Json, Path};
+use super::jobs::Page;
+use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::auth;
-use crate::model::{now_ms, ApiToken, Role, User};
-use crate::store::StoreError;
+use crate::model::{now_ms, ApiToken, AuditEntry, Role, User};
+use crate::store::{AuditFilter, StoreError};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -24,6 +25,42 @@ pub fn routes() -> Router<AppState> {
         .route("/users/{id}/password", post(set_password))
         .route("/tokens", get(list_tokens).post(create_token))
         .route("/tokens/{id}", delete(revoke_token))
+        .route("/audit", get(list_audit))
+}
+
+#[derive(Debug, Deserialize)]
+struct AuditQuery {
+    username: Option<String>,
+    /// Time from, epoch ms (inclusive).
+    from: Option<i64>,
+    /// Time to, epoch ms (exclusive).
+    to: Option<i64>,
+    #[serde(default)]
+    offset: i64,
+    limit: Option<i64>,
+}
+
+/// The audit log (ADMIN): who changed what, newest first.
+async fn list_audit(
+    State(st): State<AppState>,
+    caller: Caller,
+    Query(q): Query<AuditQuery>,
+) -> Result<Json<Page<AuditEntry>>, ApiError> {
+    caller.require_admin()?;
+    let f = AuditFilter {
+        username: q.username.filter(|u| !u.trim().is_empty()),
+        from_ms: q.from,
+        to_ms: q.to,
+        offset: q.offset.max(0),
+        limit: q.limit.unwrap_or(50).clamp(1, 1000),
+    };
+    let (items, total) = st.store.list_audit(&f).await?;
+    Ok(Json(Page {
+        items,
+        total,
+        offset: f.offset,
+        limit: f.limit,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
