@@ -1317,6 +1317,33 @@
         { id: 'tokens-table', empty: t('token.empty') }));
   }
 
+  // Who changed what (ADMIN): every change request of an identified caller, newest first.
+  async function auditPage(root, params, query) {
+    const offset = Number(query.offset || 0);
+    const username = query.username || '';
+    const page = await get('/audit' + qs({ username, offset, limit: PAGE }));
+    const go = (f) => { location.hash = '#/audit' + qs(f); };
+    const form = h('form', { class: 'filters', id: 'audit-filters' },
+      input('username', username, { placeholder: t('audit.user') }),
+      h('button', { type: 'submit' }, t('common.search')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      go({ username: new FormData(form).get('username').trim() });
+    });
+    append(root,
+      h('div', { class: 'page-head' }, h('h1', null, t('nav.audit'))),
+      h('p', { class: 'hint' }, t('audit.about')),
+      form,
+      table([t('col.time'), t('audit.user'), t('audit.via'), t('audit.request'), t('col.status')],
+        page.items.map((e) => ({
+          cells: [fmtTime(e.at), e.username, e.console ? t('audit.console') : t('audit.token'),
+            h('code', null, e.method + ' ' + e.path),
+            h('span', { class: 'badge ' + (e.status < 400 ? 'on' : 'off') }, String(e.status))],
+        })),
+        { id: 'audit-table', empty: t('audit.empty') }),
+      pager(page.total, offset, PAGE, (o) => go({ username, offset: o })));
+  }
+
   // ---------------------------------------------------------------- shell and routing
 
   const PAGES = [
@@ -1334,6 +1361,7 @@
     [/^\/runs\/(\d+)$/, runPage, 'runs'],
     [/^\/users$/, usersPage, 'users'],
     [/^\/tokens$/, tokensPage, 'tokens'],
+    [/^\/audit$/, auditPage, 'audit'],
   ];
 
   function parseHash() {
@@ -1355,6 +1383,7 @@
     const nav = [['dashboard', '#/'], ['groups', '#/groups'], ['jobs', '#/jobs'], ['fires', '#/fires'], ['runs', '#/runs']];
     if (IS_ADMIN) nav.push(['users', '#/users']);
     nav.push(['tokens', '#/tokens']);
+    if (IS_ADMIN) nav.push(['audit', '#/audit']);
     const langSel = h('select', { id: 'lang-select', 'aria-label': t('nav.language') },
       h('option', { value: 'en', selected: lang === 'en' }, 'English'), h('option', { value: 'zh', selected: lang === 'zh' }, '简体中文'));
     langSel.addEventListener('change', async () => {

@@ -515,6 +515,17 @@ async fn operator_walkthrough_in_chromium() {
         .await;
     assert_eq!(status, 404, "the cleared fire is gone");
 
+    // The audit log (admin only) has that change, made in the console by the admin.
+    s.click("#nav-audit").await;
+    s.page("audit").await;
+    s.wait_text("#audit-table", "POST /api/v1/fires/clear").await;
+    let row = s.text("#audit-table tbody tr").await;
+    assert!(
+        row.contains("admin") && row.contains("console") && row.contains("200"),
+        "{row}"
+    );
+    s.shot("18d-audit-log").await;
+
     // Users and tokens (admin only); a token's secret is shown once.
     s.goto("/console/#/users").await;
     s.page("users").await;
