@@ -518,7 +518,8 @@ async fn operator_walkthrough_in_chromium() {
     // The audit log (admin only) has that change, made in the console by the admin.
     s.click("#nav-audit").await;
     s.page("audit").await;
-    s.wait_text("#audit-table", "POST /api/v1/fires/clear").await;
+    s.wait_text("#audit-table", "POST /api/v1/fires/clear")
+        .await;
     let row = s.text("#audit-table tbody tr").await;
     assert!(
         row.contains("admin") && row.contains("console") && row.contains("200"),
