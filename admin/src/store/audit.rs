@@ -2,6 +2,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::fires::truncate;
 use super::{list_page, with_pool, with_read_pool, Done, Store, StoreResult};
 use crate::model::AuditEntry;
 
@@ -18,11 +19,12 @@ pub struct AuditFilter {
 }
 
 impl Store {
-    /// Keeps one request (the `id` of `entry` is not used).
+    /// Keeps one request (the `id` of `entry` is not used); a path longer than the column's 512
+    /// bytes is cut there.
     pub async fn record_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
         with_pool!(self, pool => sqlx::query("INSERT INTO audit_log (at, user_id, username, console, method, path, status) VALUES (?, ?, ?, ?, ?, ?, ?)")
             .bind(entry.at).bind(entry.user_id).bind(&entry.username).bind(entry.console)
-            .bind(&entry.method).bind(&entry.path).bind(entry.status)
+            .bind(&entry.method).bind(truncate(&entry.path, 512)).bind(entry.status)
             .execute(pool).await.map(Done::from))?;
         Ok(())
     }

@@ -1,4 +1,5 @@
-//! Checkpoints, daily report, admin nodes and counters.
+//! Checkpoints, daily report, clearing old fires (by hand and run retention), admin nodes and
+//! settings.
 
 use sqlx::QueryBuilder;
 
@@ -163,11 +164,11 @@ impl Store {
                 }
                 qb.push(ENDED).push(" ORDER BY id LIMIT ").push_bind(batch);
                 let candidates: Vec<i64> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
-                let Some(last) = candidates.last().copied() else {
+                let Some(batch_end) = candidates.last().copied() else {
                     tx.rollback().await?;
                     break;
                 };
-                after = last;
+                after = batch_end;
                 // Runs before their fires, the order every writer locks them in; the fires'
                 // state is checked again under the lock (a retry may have reopened one).
                 let mut sel = QueryBuilder::new(format!("SELECT id, fire_id FROM {runs} WHERE 1 = 1"));
