@@ -399,7 +399,7 @@ pub struct Checkpoint {
 pub struct AuditEntry {
     pub id: i64,
     pub at: i64,
-    /// 0 when the caller could not be identified (the answer is then a 401 or 403).
+    /// The caller's user (requests whose caller was not identified are not kept).
     pub user_id: i64,
     pub username: String,
     /// 1 when made in the console, 0 with an API token.

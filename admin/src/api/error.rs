@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::store::StoreError;
 use crate::trigger::TriggerError;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,

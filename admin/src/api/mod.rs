@@ -87,6 +87,11 @@ impl Caller {
     }
 }
 
+/// What the audit layer found out about a request's caller, handed to the handler's extractor so
+/// that the token or session is looked up once, whether it is accepted or refused.
+#[derive(Clone)]
+struct Identified(Result<Caller, ApiError>);
+
 /// Keeps every REST API request that could change something in the audit log: its caller
 /// (identified here once and handed to the handler), method, path and the answer's status.
 /// Requests whose caller is not identified are not kept: a flood of them would otherwise be a
@@ -106,10 +111,9 @@ async fn audit(
         .get::<axum::extract::OriginalUri>()
         .map_or_else(|| req.uri().path().to_string(), |u| u.path().to_string());
     let (mut parts, body) = req.into_parts();
-    let caller = Caller::from_request_parts(&mut parts, &st).await.ok();
-    if let Some(c) = &caller {
-        parts.extensions.insert(c.clone());
-    }
+    let identified = Caller::from_request_parts(&mut parts, &st).await;
+    let caller = identified.as_ref().ok().cloned();
+    parts.extensions.insert(Identified(identified));
     let resp = next
         .run(axum::extract::Request::from_parts(parts, body))
         .await;
@@ -138,9 +142,9 @@ impl FromRequestParts<AppState> for Caller {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        // Identified already by the audit layer.
-        if let Some(c) = parts.extensions.get::<Caller>() {
-            return Ok(c.clone());
+        // Identified (or refused) already by the audit layer.
+        if let Some(Identified(outcome)) = parts.extensions.get::<Identified>() {
+            return outcome.clone();
         }
         if !parts
             .headers
