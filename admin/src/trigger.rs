@@ -480,15 +480,10 @@ impl Dispatcher {
                     (group, targets)
                 }
             };
-            match self.plan(&job, &targets, &job.params, None).await {
+            let (job_id, group_id) = (job.id, job.group_id);
+            let (runs, note) = match self.plan(&job, &targets, &job.params, None).await {
                 Ok((planned, note)) => {
-                    rows.push(FireRuns {
-                        fire_id,
-                        job_id: job.id,
-                        group_id: job.group_id,
-                        runs: planned.into_iter().map(|p| p.run).collect(),
-                        note,
-                    });
+                    let runs = planned.into_iter().map(|p| p.run).collect();
                     planned_fires.push(FireWork {
                         job,
                         group,
@@ -497,20 +492,22 @@ impl Dispatcher {
                         planned_at,
                         runs: vec![],
                     });
+                    (runs, note)
                 }
+                // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
+                // visibly instead of leaving it open.
                 Err(e) => {
-                    // A job that cannot be planned (e.g. made invalid by an edit) fails this fire
-                    // visibly instead of leaving it open.
-                    rows.push(FireRuns {
-                        fire_id,
-                        job_id: job.id,
-                        group_id: job.group_id,
-                        runs: vec![],
-                        note: Some(e.to_string()),
-                    });
                     failed_plans.push(fire_id);
+                    (vec![], Some(e.to_string()))
                 }
-            }
+            };
+            rows.push(FireRuns {
+                fire_id,
+                job_id,
+                group_id,
+                runs,
+                note,
+            });
         }
         let (started, stored) = self
             .store

@@ -15,6 +15,9 @@ use crate::model::{Fire, FireState, Run, RunState};
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
 pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
 
+/// Longest fire message kept; a longer one is cut (at a character boundary).
+const MESSAGE_MAX_BYTES: usize = 4000;
+
 /// A run to create (the fire id is filled in by the store).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
@@ -370,7 +373,7 @@ impl Store {
             } else {
                 FireState::Triggering
             };
-            let note = f.note.as_deref().map(|n| truncate(n, 4000));
+            let note = f.note.as_deref().map(|n| truncate(n, MESSAGE_MAX_BYTES));
             by_total
                 .entry((f.runs.len() as i64, state.as_str(), note))
                 .or_default()
@@ -881,7 +884,7 @@ impl Store {
 
     pub async fn set_fire_message(&self, fire_id: i64, msg: &str) -> StoreResult<()> {
         with_pool!(self, pool => sqlx::query("UPDATE fires SET message = ? WHERE id = ?")
-            .bind(truncate(msg, 4000)).bind(fire_id).execute(pool).await.map(Done::from))?;
+            .bind(truncate(msg, MESSAGE_MAX_BYTES)).bind(fire_id).execute(pool).await.map(Done::from))?;
         Ok(())
     }
 
