@@ -603,10 +603,7 @@ impl Store {
             return Ok((vec![], vec![]));
         }
         let dialect = self.dialect();
-        let (begin, lock) = match dialect {
-            super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
-            super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
-        };
+        let (begin, lock) = (self.begin_write(), dialect.row_lock());
         let returning = dialect.update_returning();
         let accepted: HashMap<i64, &RunUpdate> = sent
             .iter()
@@ -865,10 +862,7 @@ impl Store {
         fire_ids: &[i64],
         now: i64,
     ) -> StoreResult<Vec<FireEnded>> {
-        let (begin, lock) = match self.dialect() {
-            super::Dialect::Sqlite => ("BEGIN IMMEDIATE", ""),
-            super::Dialect::MySql => ("BEGIN", " FOR UPDATE"),
-        };
+        let (begin, lock) = (self.begin_write(), self.dialect().row_lock());
         let mut finals = Vec::new();
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {

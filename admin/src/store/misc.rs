@@ -4,7 +4,7 @@
 use sqlx::QueryBuilder;
 
 use super::fires::push_in;
-use super::{with_pool, with_read_pool, Dialect, Done, Store, StoreResult};
+use super::{with_pool, with_read_pool, Done, Store, StoreResult};
 use crate::model::{AdminNode, Checkpoint, DailyReport};
 
 /// Ended fires: a final state, and nothing left to follow them (a follow-up, an alarm, child jobs
@@ -143,10 +143,7 @@ impl Store {
             return Ok((0, 0));
         };
         let runs = self.dialect().runs_by_fire();
-        let lock = match self.dialect() {
-            Dialect::Sqlite => "",
-            Dialect::MySql => " FOR UPDATE",
-        };
+        let lock = self.dialect().row_lock();
         let begin = self.begin_write();
         let (mut fires_deleted, mut runs_deleted) = (0, 0);
         // Fires are taken in id order after a cursor: the open fires a batch leaves behind are

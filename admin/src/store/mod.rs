@@ -135,6 +135,15 @@ impl Dialect {
         self == Dialect::Sqlite
     }
 
+    /// What a read inside a write transaction ([`Store::begin_write`]) adds to lock the rows it
+    /// returns: nothing on SQLite, whose `BEGIN IMMEDIATE` holds the database's write lock.
+    pub(crate) fn row_lock(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::MySql => " FOR UPDATE",
+        }
+    }
+
     /// The runs table as read by a list of fire ids (a batch's fires). MariaDB judges a list
     /// longer than 200 (`eq_range_index_dive_limit`) by its index statistics, and with
     /// statistics taken while the table was small it read the whole table instead of the fires'
