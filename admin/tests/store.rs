@@ -1490,6 +1490,61 @@ async fn migrating_an_older_database_keeps_rows_ids_and_leases() {
 /// Clearing fires (XXL-JOB's "clear logs"; run retention uses it too) deletes ended fires and
 /// their runs in the scope and cut asked for: never an open fire, nor one whose follow-up (its
 /// alarm, child jobs) is still to come; skipped fires go as well.
+/// Two retries of one failed item (a double click, two admins' retry sweeps) dispatch it once,
+/// and a retry read before a clear deleted its fire adds no run without a fire.
+#[tokio::test]
+async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-replace"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "replace"), 1).await.unwrap();
+        let failed_fire = |at: i64| {
+            let s = s.clone();
+            async move {
+                let (fire, run_id) = one_run_fire(&s, j, g, at).await;
+                s.finish_run(run_id, RunState::Failed, 500, "boom", at + 1)
+                    .await
+                    .unwrap();
+                s.refresh_fire_state(fire, at + 1).await.unwrap();
+                (s.get_fire(fire).await.unwrap().unwrap(), run_id)
+            }
+        };
+        let retry = |fire: Fire, run_id: i64| {
+            let s = s.clone();
+            async move {
+                let next = NewRun {
+                    attempt: 1,
+                    retries: 1,
+                    ..run(0, 1, "b")
+                };
+                s.add_attempts(&fire, &[(run_id, next)], Replacing::Ended, 500)
+                    .await
+                    .unwrap()
+            }
+        };
+
+        let (fire, run_id) = failed_fire(100).await;
+        assert_eq!(retry(fire.clone(), run_id).await.len(), 1, "{kind}");
+        assert!(
+            retry(fire.clone(), run_id).await.is_empty(),
+            "{kind}: the item was replaced already"
+        );
+        assert_eq!(s.fire_runs(fire.id).await.unwrap().len(), 2, "{kind}");
+
+        let (fire, run_id) = failed_fire(200).await;
+        s.follow_ups_done(&s.stale_follow_ups(i64::MAX, 10).await.unwrap())
+            .await
+            .unwrap();
+        let got = s
+            .clear_fires(None, Some(j), ClearCut::CreatedBefore(300), 10)
+            .await
+            .unwrap();
+        assert_eq!(got, (1, 1), "{kind}");
+        assert!(retry(fire.clone(), run_id).await.is_empty(), "{kind}");
+        assert!(s.fire_runs(fire.id).await.unwrap().is_empty(), "{kind}: no run without its fire");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
     each_db(|s, kind| async move {

@@ -527,8 +527,8 @@ impl Store {
     /// Adds new attempts to a fire, each replacing one of its runs (retries, failover), in one
     /// transaction, and puts the fire back to `running`. The replaced runs end as `replacing`
     /// says, in the same transaction; one that is to be ended here but has ended already (its
-    /// result arrived meanwhile) keeps its end and gets no replacement. Returns the ids of the
-    /// new runs.
+    /// result arrived meanwhile) keeps its end and gets no replacement, nor does one replaced
+    /// already or gone. Returns the ids of the new runs.
     pub async fn add_attempts(
         &self,
         fire: &Fire,
@@ -559,7 +559,14 @@ impl Store {
                 if ended == 0 {
                     continue;
                 }
-                sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ?").bind(*replaced).execute(&mut *tx).await?;
+                // A run replaced already (a second "retry" of the same item) or deleted by a
+                // clear since the caller read it gets no new attempt: one would be a second
+                // dispatch of the item, the other a run whose fire is gone.
+                let superseded = sqlx::query("UPDATE runs SET superseded = 1 WHERE id = ? AND superseded = 0")
+                    .bind(*replaced).execute(&mut *tx).await?.rows_affected();
+                if superseded == 0 {
+                    continue;
+                }
                 let row = [(fire.id, fire.job_id, fire.group_id, run)];
                 let res = runs_insert_rows(&row, now)
                     .build().execute(&mut *tx).await.map(Done::from)?;
