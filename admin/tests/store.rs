@@ -1490,6 +1490,96 @@ async fn migrating_an_older_database_keeps_rows_ids_and_leases() {
 /// Clearing fires (XXL-JOB's "clear logs"; run retention uses it too) deletes ended fires and
 /// their runs in the scope and cut asked for: never an open fire, nor one whose follow-up (its
 /// alarm, child jobs) is still to come; skipped fires go as well.
+/// A batch of results ends each fire by its current runs, whether one run ended it or
+/// several (on MySQL a fire of one item ended in the batch is not counted again).
+#[tokio::test]
+async fn a_batch_ends_fires_of_one_item_and_of_several() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-ends"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "ends"), 1).await.unwrap();
+        let (ok, ok_run) = one_run_fire(&s, j, g, 100).await;
+        let (bad, bad_run) = one_run_fire(&s, j, g, 200).await;
+        let two = |at: i64| {
+            let s = s.clone();
+            async move {
+                s.create_fire(
+                    j,
+                    g,
+                    "MANUAL",
+                    at,
+                    None,
+                    "",
+                    None,
+                    &[run(0, 2, "a"), run(1, 2, "b")],
+                    at,
+                )
+                .await
+                .unwrap()
+                .unwrap()
+            }
+        };
+        let (both, both_runs) = two(300).await;
+        let (half, half_runs) = two(400).await;
+        // A retried one-item fire: its first attempt replaced, the second ends it.
+        let (retried, first) = one_run_fire(&s, j, g, 500).await;
+        s.finish_run(first, RunState::Failed, 500, "boom", 501)
+            .await
+            .unwrap();
+        let f = s.get_fire(retried).await.unwrap().unwrap();
+        let second = s
+            .add_attempts(
+                &f,
+                &[(
+                    first,
+                    NewRun {
+                        attempt: 1,
+                        retries: 1,
+                        ..run(0, 1, "b")
+                    },
+                )],
+                Replacing::Ended,
+                502,
+            )
+            .await
+            .unwrap()[0];
+        let results = vec![
+            (ok_run, 200, "ok".to_string()),
+            (bad_run, 500, "boom".to_string()),
+            (both_runs[0], 200, String::new()),
+            (both_runs[1], 500, "boom".to_string()),
+            (half_runs[0], 200, String::new()),
+            (second, 200, String::new()),
+        ];
+        let (_, ended) = s.store_results(&[], &results, 600).await.unwrap();
+        let mut ended: Vec<(i64, &str)> = ended
+            .iter()
+            .map(|e| (e.fire_id, e.state.as_str()))
+            .collect();
+        ended.sort_unstable();
+        assert_eq!(
+            ended,
+            vec![
+                (ok, "succeeded"),
+                (bad, "failed"),
+                (both, "failed"),
+                (retried, "succeeded")
+            ],
+            "{kind}"
+        );
+        let state = |id: i64| {
+            let s = s.clone();
+            async move { s.get_fire(id).await.unwrap().unwrap().state }
+        };
+        assert_eq!(
+            state(half).await,
+            "running",
+            "{kind}: one of two items ended"
+        );
+        assert_eq!(state(retried).await, "succeeded", "{kind}");
+    })
+    .await;
+}
+
 /// Two retries of one failed item (a double click, two admins' retry sweeps) dispatch it once,
 /// and a retry read before a clear deleted its fire adds no run without a fire.
 #[tokio::test]
@@ -1540,7 +1630,10 @@ async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
             .unwrap();
         assert_eq!(got, (1, 1), "{kind}");
         assert!(retry(fire.clone(), run_id).await.is_empty(), "{kind}");
-        assert!(s.fire_runs(fire.id).await.unwrap().is_empty(), "{kind}: no run without its fire");
+        assert!(
+            s.fire_runs(fire.id).await.unwrap().is_empty(),
+            "{kind}: no run without its fire"
+        );
     })
     .await;
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use sqlx::QueryBuilder;
+use sqlx::{Connection, QueryBuilder};
 
 use super::{
     cached_chunks, list_page, padded, update_joined, with_pool, with_read_pool, Done, Store,
@@ -160,13 +160,18 @@ pub struct RunFilter {
 /// `$sends` holds the fires whose requests just went out (fire → send time, whether an executor
 /// accepted a run): a fire this moves takes its send time in the same write and leaves the map;
 /// the caller writes the others.
+///
+/// `$known` holds fires whose one run was given its end in this transaction, with that end: a
+/// fire of one item among them needs no count of its runs (on MySQL, where the count is a
+/// statement of its own).
 macro_rules! refresh_in_tx {
-    ($tx:ident, $dialect:expr, $ids:expr, $now:expr, $lock:expr, $sends:expr) => {{
+    ($tx:ident, $dialect:expr, $ids:expr, $now:expr, $lock:expr, $sends:expr, $known:expr) => {{
         let dialect: super::Dialect = $dialect;
         let chunk: &[i64] = $ids;
         let now: i64 = $now;
         let lock: &str = $lock;
         let sends: &mut HashMap<i64, FireSend> = $sends;
+        let known: &HashMap<i64, &str> = $known;
         let mut current: Vec<(i64, i64, String)> = Vec::with_capacity(chunk.len());
         let mut by_fire: std::collections::HashMap<i64, Vec<(String, i64)>> =
             std::collections::HashMap::with_capacity(chunk.len());
@@ -190,19 +195,31 @@ macro_rules! refresh_in_tx {
                 }
             }
         } else {
-            let mut qb = QueryBuilder::new("SELECT id, job_id, state FROM fires WHERE 1 = 1");
+            let mut qb = QueryBuilder::new("SELECT id, job_id, state, total_items FROM fires WHERE 1 = 1");
             push_in(&mut qb, "id", chunk);
             qb.push(lock);
-            current = qb.build_query_as().fetch_all(&mut *$tx).await?;
-            let mut qb = QueryBuilder::new(format!(
-                "SELECT fire_id, state, COUNT(*) FROM {} WHERE superseded = 0",
-                super::Dialect::MySql.runs_by_fire()
-            ));
-            push_in(&mut qb, "fire_id", chunk);
-            qb.push(" GROUP BY fire_id, state");
-            let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
-            for (fire, state, n) in counts {
-                by_fire.entry(fire).or_default().push((state, n));
+            let fires: Vec<(i64, i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+            let mut to_count = Vec::with_capacity(fires.len());
+            for (fire, job, fire_state, total) in fires {
+                match known.get(&fire) {
+                    Some(run_state) if total == 1 => {
+                        by_fire.insert(fire, vec![(run_state.to_string(), 1)]);
+                    }
+                    _ => to_count.push(fire),
+                }
+                current.push((fire, job, fire_state));
+            }
+            if !to_count.is_empty() {
+                let mut qb = QueryBuilder::new(format!(
+                    "SELECT fire_id, state, COUNT(*) FROM {} WHERE superseded = 0",
+                    super::Dialect::MySql.runs_by_fire()
+                ));
+                push_in(&mut qb, "fire_id", &to_count);
+                qb.push(" GROUP BY fire_id, state");
+                let counts: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *$tx).await?;
+                for (fire, state, n) in counts {
+                    by_fire.entry(fire).or_default().push((state, n));
+                }
             }
         }
         // Only the writer that moves the fire out of an open state reports it as final;
@@ -392,11 +409,15 @@ impl Store {
             for ((total, state, note), fire_ids) in &by_total {
                 for chunk in fire_ids.chunks(500) {
                     // Out of `scheduled`, the claim's lease ends (the takeover's index).
-                    let mut upd = QueryBuilder::new("UPDATE fires SET claim_expires_at = 0, total_items = ");
-                    upd.push_bind(*total).push(", state = ").push_bind(*state);
-                    if let Some(note) = note {
-                        upd.push(", message = ").push_bind(*note);
-                    }
+                    let set = || {
+                        let mut upd = QueryBuilder::new("UPDATE fires SET claim_expires_at = 0, total_items = ");
+                        upd.push_bind(*total).push(", state = ").push_bind(*state);
+                        if let Some(note) = note {
+                            upd.push(", message = ").push_bind(*note);
+                        }
+                        upd
+                    };
+                    let mut upd = set();
                     let Some(node) = start_for else {
                         upd.push(" WHERE 1 = 1");
                         push_in(&mut upd, "id", chunk);
@@ -406,26 +427,38 @@ impl Store {
                     };
                     // A fire another admin took over has its owner changed, so only ours match.
                     const OWNED: &str = " WHERE +state = 'scheduled' AND owner = ";
+                    upd.push(OWNED).push_bind(node);
+                    push_in(&mut upd, "id", chunk);
                     if update_returning {
-                        upd.push(OWNED).push_bind(node);
-                        push_in(&mut upd, "id", chunk);
                         upd.push(" RETURNING id");
                         let won: Vec<i64> = upd.build_query_scalar().fetch_all(&mut *tx).await?;
                         started.extend(won);
-                    } else {
-                        // MySQL: lock the fires still ours, then move exactly those.
-                        let mut sel = QueryBuilder::new("SELECT id FROM fires");
-                        sel.push(OWNED).push_bind(node);
-                        push_in(&mut sel, "id", chunk);
-                        sel.push(" FOR UPDATE");
-                        let won: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
-                        if !won.is_empty() {
-                            upd.push(" WHERE 1 = 1");
-                            push_in(&mut upd, "id", &won);
-                            upd.build().execute(&mut *tx).await?;
-                        }
-                        started.extend(won);
+                        continue;
                     }
+                    // MySQL, whose update cannot say which rows it moved: when it moved the
+                    // whole chunk (the usual case), all of it was ours, which saves a locking
+                    // read of every fire before the update. Otherwise it is undone (a
+                    // savepoint), and the fires still ours are locked, then exactly those moved.
+                    let mut attempt = tx.begin().await?;
+                    let moved = upd.build().execute(&mut *attempt).await.map(Done::from)?.rows_affected();
+                    if moved == chunk.len() as u64 {
+                        attempt.commit().await?;
+                        started.extend(chunk);
+                        continue;
+                    }
+                    attempt.rollback().await?;
+                    let mut sel = QueryBuilder::new("SELECT id FROM fires");
+                    sel.push(OWNED).push_bind(node);
+                    push_in(&mut sel, "id", chunk);
+                    sel.push(" FOR UPDATE");
+                    let won: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                    if !won.is_empty() {
+                        let mut upd = set();
+                        upd.push(" WHERE 1 = 1");
+                        push_in(&mut upd, "id", &won);
+                        upd.build().execute(&mut *tx).await?;
+                    }
+                    started.extend(won);
                 }
             }
             let rows: Vec<(i64, i64, i64, &NewRun)> = items
@@ -628,6 +661,8 @@ impl Store {
         type ResultKey<'a> = (&'static str, i64, &'a str);
         type SentKey<'a> = (&'a str, i64, &'a str);
         let mut tried: HashSet<i64> = HashSet::with_capacity(callbacks.len());
+        // The end each tried run would get, for the fires' refresh (MySQL only, see there).
+        let mut ends: HashMap<i64, &'static str> = HashMap::new();
         let mut groups: BTreeMap<ResultKey<'_>, Vec<i64>> = BTreeMap::new();
         let mut merged: BTreeMap<(ResultKey<'_>, SentKey<'_>), Vec<[Option<i64>; 2]>> =
             BTreeMap::new();
@@ -639,6 +674,9 @@ impl Store {
                 };
                 if !tried.insert(*run_id) {
                     return Item::Repeated(*run_id);
+                }
+                if !returning {
+                    ends.insert(*run_id, state.as_str());
                 }
                 let key = (state.as_str(), i64::from(*code), truncate(msg, 15_000));
                 match accepted.get(run_id) {
@@ -793,11 +831,24 @@ impl Store {
                 Item::Repeated(_) => CallbackOutcome::Unknown,
             }).collect();
             let mut ended = Vec::new();
+            // The fires with one run ended here, and that end (none on SQLite: `ends` is empty).
+            let mut known: HashMap<i64, &str> = HashMap::with_capacity(ends.len());
+            let mut twice: HashSet<i64> = HashSet::new();
+            for (run, fire) in &applied {
+                if let Some(end) = ends.get(run) {
+                    if known.insert(*fire, end).is_some() {
+                        twice.insert(*fire);
+                    }
+                }
+            }
+            for fire in &twice {
+                known.remove(fire);
+            }
             let mut fires: Vec<i64> = applied.values().copied().collect();
             fires.sort_unstable();
             fires.dedup();
             for chunk in fires.chunks(500) {
-                ended.extend(refresh_in_tx!(tx, dialect, chunk, now, lock, &mut sends));
+                ended.extend(refresh_in_tx!(tx, dialect, chunk, now, lock, &mut sends, &known));
             }
             // By send time (one or two rounds per batch) and whether a run was accepted; the
             // send time is the first one, kept if a later round (a failover) comes.
@@ -874,7 +925,7 @@ impl Store {
         for chunk in fire_ids.chunks(500) {
             let changed = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
-                let changed = refresh_in_tx!(tx, self.dialect(), chunk, now, lock, &mut HashMap::new());
+                let changed = refresh_in_tx!(tx, self.dialect(), chunk, now, lock, &mut HashMap::new(), &HashMap::new());
                 tx.commit().await?;
                 changed
             });
