@@ -1580,8 +1580,9 @@ async fn a_batch_ends_fires_of_one_item_and_of_several() {
     .await;
 }
 
-/// Two retries of one failed item (a double click, two admins' retry sweeps) dispatch it once,
-/// and a retry read before a clear deleted its fire adds no run without a fire.
+/// Two retries of one failed item that read it before either replaced it (two "retry failed
+/// items" requests at once) dispatch it once, and a retry read before a clear deleted its fire
+/// adds no run without a fire.
 #[tokio::test]
 async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
     each_db(|s, kind| async move {
