@@ -409,6 +409,22 @@ pub struct AuditEntry {
     pub status: i64,
 }
 
+impl AuditEntry {
+    /// An entry for a request of `user` answered now with `status`.
+    pub fn now(user: &User, console: bool, method: &str, path: &str, status: u16) -> AuditEntry {
+        AuditEntry {
+            id: 0,
+            at: now_ms(),
+            user_id: user.id,
+            username: user.username.clone(),
+            console: i64::from(console),
+            method: method.to_string(),
+            path: path.to_string(),
+            status: i64::from(status),
+        }
+    }
+}
+
 /// A row of the daily report (dashboard chart).
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct DailyReport {

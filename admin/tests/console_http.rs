@@ -1,5 +1,6 @@
 //! The console over plain HTTP: login, the failed-login limit, cookie flags, CSRF on the REST API,
-//! the forced password change, permissions of a console user, language, and logout.
+//! the forced password change, permissions of a console user, language, logout, and the audit
+//! entries of logins, password changes and logouts.
 
 mod common;
 
@@ -714,6 +715,71 @@ async fn logout_needs_csrf_and_ends_the_session() {
         assert_eq!(r.status, StatusCode::UNAUTHORIZED);
         assert_eq!(b.get("/console/").await.location(), "/console/login");
 
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}
+
+/// The console's own changes are in the audit log beside the REST API's: logins (and wrong
+/// passwords of existing users), password changes and logouts. An unknown username is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_logins_password_changes_and_logouts_are_audited() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let admin = TestAdmin::start(&db).await;
+        create_user(&admin, "erin", &[]).await;
+        let mut b = Browser::new(&admin);
+        assert_eq!(
+            b.login("erin", "wrong-password-1").await.status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            b.login("nobody", "wrong-password-1").await.status,
+            StatusCode::UNAUTHORIZED
+        );
+        let csrf = b.login_ok("erin", "user-password-1").await;
+        let page = b.get("/console/password").await;
+        let form = [
+            ("current", "user-password-1"),
+            ("password", "user-password-2"),
+            ("confirm", "user-password-2"),
+            ("csrf", &page.csrf()),
+        ];
+        let r = b.post_form("/console/password", &form).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{kind}: {}", r.body);
+        let r = b.post_form("/console/logout", &[("csrf", &csrf)]).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{kind}");
+
+        let log = admin.get("/audit?username=erin&limit=10").await;
+        let seen: Vec<(String, String, i64, i64)> = log["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["method"].as_str().unwrap().to_string(),
+                    e["path"].as_str().unwrap().to_string(),
+                    e["status"].as_i64().unwrap(),
+                    e["console"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let entry = |path: &str, status: i64| ("POST".to_string(), path.to_string(), status, 1);
+        assert_eq!(
+            seen,
+            vec![
+                entry("/console/logout", 303),
+                entry("/console/password", 303),
+                entry("/console/login", 303),
+                entry("/console/login", 401),
+            ],
+            "{kind}: newest first"
+        );
+        let all = admin.get("/audit?limit=1000").await;
+        assert!(
+            !all.to_string().contains("nobody"),
+            "{kind}: an unknown username is not kept"
+        );
         admin.stop().await;
         db.cleanup().await;
     }

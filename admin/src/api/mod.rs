@@ -16,7 +16,7 @@ pub use error::ApiError;
 
 use crate::config::Settings;
 use crate::metrics::Metrics;
-use crate::model::User;
+use crate::model::{AuditEntry, User};
 use crate::results::ResultSink;
 use crate::store::Store;
 use crate::trigger::Dispatcher;
@@ -118,21 +118,17 @@ async fn audit(
         .run(axum::extract::Request::from_parts(parts, body))
         .await;
     if let Some(c) = caller {
-        let entry = crate::model::AuditEntry {
-            id: 0,
-            at: crate::model::now_ms(),
-            user_id: c.user.id,
-            username: c.user.username,
-            console: i64::from(c.console),
-            method,
-            path,
-            status: i64::from(resp.status().as_u16()),
-        };
-        if let Err(e) = st.store.record_audit(&entry).await {
-            tracing::warn!(error = %e, user = %entry.username, method = %entry.method, path = %entry.path, "audit entry not stored");
-        }
+        let entry = AuditEntry::now(&c.user, c.console, &method, &path, resp.status().as_u16());
+        keep_audit(&st, &entry).await;
     }
     resp
+}
+
+/// Stores an audit entry. A failure is logged, not returned: the request it describes is done.
+pub(crate) async fn keep_audit(st: &AppState, entry: &AuditEntry) {
+    if let Err(e) = st.store.record_audit(entry).await {
+        tracing::warn!(error = %e, user = %entry.username, method = %entry.method, path = %entry.path, "audit entry not stored");
+    }
 }
 
 impl FromRequestParts<AppState> for Caller {

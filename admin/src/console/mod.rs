@@ -16,12 +16,16 @@ use axum::{Form, Router};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::api::{ApiError, AppState};
+use crate::api::{keep_audit, ApiError, AppState};
 use crate::auth;
-use crate::model::now_ms;
+use crate::model::{now_ms, AuditEntry};
 use session::{cookie, csrf_ok, is_https, set_cookie, CSRF_HEADER, LOGIN_COOKIE, SESSION_COOKIE};
 use text::Key;
+
 pub use text::Lang;
+
+/// The console's login form, also the path its audit entries name.
+const LOGIN_PATH: &str = "/console/login";
 
 /// Cookie remembering the language chosen on the login page (before we know the user).
 const LANG_COOKIE: &str = "shardline_lang";
@@ -31,7 +35,7 @@ pub fn routes() -> Router<AppState> {
         .route("/", get(|| async { Redirect::to("/console/") }))
         .route("/console", get(|| async { Redirect::to("/console/") }))
         .route("/console/", get(shell))
-        .route("/console/login", get(login_page).post(login))
+        .route(LOGIN_PATH, get(login_page).post(login))
         .route("/console/logout", post(logout))
         .route(
             "/console/password",
@@ -302,9 +306,16 @@ async fn login(
         .as_ref()
         .map_or_else(|| DUMMY_HASH.clone(), |u| u.password_hash.clone());
     let ok = auth::verify_password_async(form.password, hash).await && user.is_some();
-    let Some(user) = user.filter(|_| ok) else {
+    let (user, refused) = if ok { (user, None) } else { (None, user) };
+    let Some(user) = user else {
         let now = now_ms();
         st.store.record_login_failure(&username, &ip, now).await?;
+        // A wrong password for an existing user is kept in the audit log too (how many a
+        // client may try is limited above, so this is no unbounded write).
+        if let Some(u) = &refused {
+            let status = StatusCode::UNAUTHORIZED.as_u16();
+            keep_audit(&st, &AuditEntry::now(u, true, "POST", LOGIN_PATH, status)).await;
+        }
         tracing::info!(username = %username, ip = %ip, "console login failed");
         return Ok(login_form(
             lang,
@@ -324,6 +335,12 @@ async fn login(
         .await?;
     let (secret, _) = session::create(&st, user.id).await?;
     tracing::info!(username = %user.username, ip = %ip, "console login");
+    let status = StatusCode::SEE_OTHER.as_u16();
+    keep_audit(
+        &st,
+        &AuditEntry::now(&user, true, "POST", LOGIN_PATH, status),
+    )
+    .await;
     let secure = is_https(&headers);
     let cookies = vec![
         set_cookie(SESSION_COOKIE, &secret, None, secure),
@@ -364,6 +381,12 @@ async fn logout(
         }
         st.store.delete_session(&s.id_hash).await?;
         tracing::info!(username = %user.username, "console logout");
+        let status = StatusCode::SEE_OTHER.as_u16();
+        keep_audit(
+            &st,
+            &AuditEntry::now(&user, true, "POST", "/console/logout", status),
+        )
+        .await;
     }
     Ok(see_other(
         "/console/login",
@@ -494,6 +517,12 @@ async fn change_password(
         .delete_user_sessions(user.id, Some(&s.id_hash))
         .await?;
     tracing::info!(username = %user.username, "password changed from the console");
+    let status = StatusCode::SEE_OTHER.as_u16();
+    keep_audit(
+        &st,
+        &AuditEntry::now(&user, true, "POST", "/console/password", status),
+    )
+    .await;
     Ok(see_other("/console/", vec![]))
 }
 
