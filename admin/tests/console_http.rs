@@ -737,6 +737,13 @@ async fn console_logins_password_changes_and_logouts_are_audited() {
             b.login("nobody", "wrong-password-1").await.status,
             StatusCode::UNAUTHORIZED
         );
+        // A refused login's entry is written after its answer.
+        for _ in 0..100 {
+            if admin.get("/audit?username=erin").await["total"] == 1 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         let csrf = b.login_ok("erin", "user-password-1").await;
         let page = b.get("/console/password").await;
         let form = [

@@ -311,10 +311,14 @@ async fn login(
         let now = now_ms();
         st.store.record_login_failure(&username, &ip, now).await?;
         // A wrong password for an existing user is kept in the audit log too (how many a
-        // client may try is limited above, so this is no unbounded write).
-        if let Some(u) = &refused {
+        // client may try is limited above, so this is no unbounded write). Not awaited: the
+        // answer must not take longer when the user exists (the dummy hash's reason).
+        if let Some(u) = refused {
+            let st = st.clone();
             let status = StatusCode::UNAUTHORIZED.as_u16();
-            keep_audit(&st, &AuditEntry::now(u, true, "POST", LOGIN_PATH, status)).await;
+            tokio::spawn(async move {
+                keep_audit(&st, &AuditEntry::now(&u, true, "POST", LOGIN_PATH, status)).await;
+            });
         }
         tracing::info!(username = %username, ip = %ip, "console login failed");
         return Ok(login_form(
