@@ -166,7 +166,7 @@ pub fn openapi() -> Value {
             "/users": {
                 "get": {"summary": "List users (ADMIN)", "responses": with_errors(json!({"200": {"description": "users"}}))},
                 "post": {"summary": "Create a user (ADMIN)", "responses": with_errors(json!({"201": {"description": "created"}}))}},
-            "/audit": {"get": {"summary": "The audit log (ADMIN): every request that could change something, by an identified caller, newest first (bodies are not kept)", "parameters": [
+            "/audit": {"get": {"summary": "The audit log (ADMIN): every request that could change something, by an identified caller, and the console's logins, wrong passwords of existing users, password changes and logouts, newest first (bodies are not kept)", "parameters": [
                 {"name": "username", "in": "query", "schema": {"type": "string"}},
                 {"name": "from", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
                 {"name": "to", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
