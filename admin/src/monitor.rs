@@ -213,6 +213,9 @@ pub fn retry_delay(interval_s: i64, backoff: i64, retries: i64) -> i64 {
     base.saturating_mul(factor).min(MAX_RETRY_DELAY_MS)
 }
 
+/// Open runs judged per sweep of the lost-run watch.
+const OPEN_RUNS_PAGE: i64 = 5_000;
+
 /// Watches open runs and declares the ones that cannot finish any more lost.
 pub struct LostRuns {
     pub store: Store,
@@ -228,26 +231,47 @@ impl LostRuns {
         let mut tick = tokio::time::interval(self.interval);
         // Executors that failed a liveness probe, with how many times in a row.
         let mut strikes: HashMap<String, u32> = HashMap::new();
+        // The last open run the latest sweep looked at.
+        let mut after_id = 0;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            if let Err(e) = self.sweep(&mut strikes).await {
+            if let Err(e) = self.sweep(&mut strikes, &mut after_id).await {
                 tracing::warn!(error = %e, "lost-run sweep failed");
             }
         }
     }
 
-    /// One look at the open runs.
-    pub async fn sweep(&self, strikes: &mut HashMap<String, u32>) -> anyhow::Result<usize> {
+    /// One look at a page of the open runs: those after `after_id`, which moves on to the last
+    /// one looked at, and back to the start after the last page. With more open runs than a
+    /// page (a fixed-item job of thousands of items running for hours), the sweeps take turns
+    /// over all of them: always reading the first page, a run opened after those was never
+    /// judged while they stayed open, and a dead executor's runs among the later ones stayed
+    /// `running` for good.
+    async fn sweep(
+        &self,
+        strikes: &mut HashMap<String, u32>,
+        after_id: &mut i64,
+    ) -> anyhow::Result<usize> {
         let now = now_ms();
         // Give a fresh dispatch time to be accepted before judging it. A run its executor has
         // accepted is judged at once: an executor killed in the first second of a run must not
         // wait an extra sweep to be found out.
-        let open = self.store.open_runs(now - 1_000, 5_000).await?;
+        let from = *after_id;
+        let open = self
+            .store
+            .open_runs(now - 1_000, from, OPEN_RUNS_PAGE)
+            .await?;
+        *after_id = match open.last() {
+            Some(last) if open.len() as i64 == OPEN_RUNS_PAGE => last.id,
+            _ => 0,
+        };
         if open.is_empty() {
-            strikes.clear();
+            if from == 0 {
+                strikes.clear();
+            }
             return Ok(0);
         }
         let live: HashSet<String> = self

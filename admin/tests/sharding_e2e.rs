@@ -1530,3 +1530,80 @@ async fn a_failover_is_never_reported_as_a_failure() {
     admin.stop().await;
     db.cleanup().await;
 }
+
+/// More runs open than one sweep of the lost-run watch reads (5 000): a fixed-item job of 5 100
+/// items holds them on a live executor, then a run on another executor that dies. That run has
+/// the highest id, so a watch that always read the oldest page never judged it; it is found lost
+/// within a few sweeps.
+#[tokio::test]
+async fn a_lost_run_is_found_behind_thousands_of_open_ones() {
+    let _turn = SERIAL.lock().await;
+    for db in TestDb::all().await {
+        let admin = TestAdmin::start(&db).await;
+        let hold = |b: shardline_executor::ExecutorBuilder| {
+            b.handler("hold", |_| async {
+                tokio::time::sleep(Duration::from_secs(120)).await;
+                JobResult::success()
+            })
+        };
+        let busy_group = group(&admin, "busy-app").await;
+        let busy = TestExecutor::start("busy-app", &admin.base, hold).await;
+        admin.wait_executors(busy_group, 1).await;
+        let many = items_job(&admin, busy_group, "hold", 5_100, json!({})).await;
+        let many_fire = trigger(&admin, many, json!({})).await;
+        // Each item is accepted (it queues behind the first on the executor): all stay open.
+        wait_until(Duration::from_secs(60), "5 100 items accepted", || {
+            let admin = &admin;
+            async move {
+                let fire = admin.get(&format!("/fires/{many_fire}")).await;
+                let runs = runs(&fire);
+                runs.len() == 5_100 && runs.iter().all(|r| r["state"] == "running")
+            }
+        })
+        .await;
+
+        // The other executor is a process, killed with -9 while its run sleeps (a graceful
+        // stop would report the run killed).
+        let lone_group = group(&admin, "lone-app").await;
+        let mut lone = processes(1, "lone-app", &admin, lone_group).await;
+        let one = admin
+            .post(
+                "/jobs",
+                json!({"group_id": lone_group, "name": "one", "handler": "rangeJobHandler",
+                       "schedule_type": "NONE", "params": "ids=100,step_ms=1000"}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        let one_fire = trigger(&admin, one, json!({})).await;
+        wait_until(Duration::from_secs(10), "the lone run accepted", || {
+            let admin = &admin;
+            async move {
+                let fire = admin.get(&format!("/fires/{one_fire}")).await;
+                runs(&fire).first().is_some_and(|r| r["state"] == "running")
+            }
+        })
+        .await;
+        // Its executor dies: it refuses connections from now on (it is not evicted for 90 s).
+        let killed_at = lone[0].kill9();
+        let fire = admin.wait_fire(one_fire).await;
+        let run = &runs(&fire)[0];
+        assert_eq!(fire["state"], "failed", "[{}] {fire}", db.kind());
+        assert_eq!(run["state"], "lost", "[{}] {fire}", db.kind());
+        println!(
+            "[{}] kill -> lost {} ms behind 5 100 open runs",
+            db.kind(),
+            run["finished_at"].as_i64().unwrap() - killed_at
+        );
+        // The busy executor's runs are all still open: none was judged lost.
+        let many = admin.get(&format!("/fires/{many_fire}")).await;
+        assert!(
+            runs(&many).iter().all(|r| r["state"] == "running"),
+            "[{}] a live executor's run was declared lost",
+            db.kind()
+        );
+        busy.stop().await;
+        admin.stop().await;
+        db.cleanup().await;
+    }
+}

@@ -568,20 +568,26 @@ impl Store {
     /// Open runs that may be lost: every run an executor accepted, and runs still waiting for
     /// their dispatch since before `unsent_before`. Only what the watch judges them by is read.
     ///
-    /// The watch asks every second, so this must read only the open runs, through the state
+    /// Up to `limit` of them with ids above `after_id`, oldest first: the watch pages through
+    /// them, one page a sweep. The watch asks every second, so this must read only the open runs, through the state
     /// index. MariaDB chose to walk the primary key instead (for `ORDER BY id … LIMIT`) whenever
     /// its statistics were taken while many runs were open, as under load: every sweep then
     /// read the whole table (0.4 s for 430 000 runs, growing with the history kept), so on
     /// MySQL the index is forced. SQLite picks it by itself.
-    pub async fn open_runs(&self, unsent_before: i64, limit: i64) -> StoreResult<Vec<OpenRun>> {
+    pub async fn open_runs(
+        &self,
+        unsent_before: i64,
+        after_id: i64,
+        limit: i64,
+    ) -> StoreResult<Vec<OpenRun>> {
         let hint = match self.dialect() {
             Dialect::MySql => " FORCE INDEX (idx_runs_state)",
             Dialect::Sqlite => "",
         };
-        let sql = format!("SELECT id, fire_id, job_id, group_id, executor_address, created_at, NULLIF(dispatched_at, 0) AS dispatched_at FROM runs{hint} WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) ORDER BY id LIMIT ?");
+        let sql = format!("SELECT id, fire_id, job_id, group_id, executor_address, created_at, NULLIF(dispatched_at, 0) AS dispatched_at FROM runs{hint} WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) AND id > ? ORDER BY id LIMIT ?");
         Ok(
             with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
-            .bind(unsent_before).bind(limit).fetch_all(pool).await)?,
+            .bind(unsent_before).bind(after_id).bind(limit).fetch_all(pool).await)?,
         )
     }
 }
