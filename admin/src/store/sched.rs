@@ -569,7 +569,9 @@ impl Store {
     /// their dispatch since before `unsent_before`. Only what the watch judges them by is read.
     ///
     /// Up to `limit` of them with ids above `after_id`, oldest first: the watch pages through
-    /// them, one page a sweep. The watch asks every second, so this must read only the open runs, through the state
+    /// them, one page a sweep.
+    ///
+    /// The watch asks every second, so this must read only the open runs, through the state
     /// index. MariaDB chose to walk the primary key instead (for `ORDER BY id … LIMIT`) whenever
     /// its statistics were taken while many runs were open, as under load: every sweep then
     /// read the whole table (0.4 s for 430 000 runs, growing with the history kept), so on
