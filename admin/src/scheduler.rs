@@ -362,6 +362,11 @@ impl Scheduler {
                 held_back = true;
                 break;
             }
+            if self.dispatcher.results_behind() {
+                tracing::debug!("results are behind; not claiming");
+                held_back = true;
+                break;
+            }
             // Each batch plans with the time it starts at: a pass under load takes long enough
             // for the time it started at to be stale.
             let now = now_ms();

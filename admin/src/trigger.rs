@@ -292,6 +292,11 @@ impl Dispatcher {
         }
     }
 
+    /// Whether the results writer is behind ([`ResultSink::behind`]).
+    pub fn results_behind(&self) -> bool {
+        self.results.behind()
+    }
+
     /// Tells the scheduler a job was started or its schedule changed.
     pub fn notify_schedule_changed(&self) {
         self.schedule_changed.notify_one();
