@@ -58,17 +58,25 @@ impl ResultSink {
     /// Queues executor results; never blocks. Returns false when the writer has stopped
     /// (shutdown).
     pub fn submit(&self, items: Vec<CallbackEntry>) -> bool {
-        items.into_iter().all(|i| {
-            self.waiting.fetch_add(1, Ordering::Relaxed);
-            self.tx.send(Entry::Callback(i)).is_ok()
-        })
+        items.into_iter().all(|i| self.queue(Entry::Callback(i)))
     }
 
     /// Queues the answer to a run request; never blocks. Once the writer has stopped the answer
     /// is lost, and the next [`ResultSink::flush`] says so.
     pub fn sent(&self, update: RunUpdate) {
+        self.queue(Entry::Sent(update));
+    }
+
+    /// Queues one result, counted as waiting until the writer has written it: counted before
+    /// it is sent, so the writer never takes off more than was counted, and not at all when the
+    /// writer has stopped.
+    fn queue(&self, entry: Entry) -> bool {
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.send(Entry::Sent(update));
+        let queued = self.tx.send(entry).is_ok();
+        if !queued {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+        queued
     }
 
     /// Whether the writer is behind: more than [`BEHIND_AT`] results wait to be stored. The
