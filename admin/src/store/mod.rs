@@ -452,8 +452,10 @@ impl Store {
                 // A statement that changes many rows keeps a copy of the pages it changes
                 // (its statement journal), to undo itself alone; past 64 KiB SQLite spills
                 // that copy to a temporary file. Every multi-row write of the hot path passes
-                // that, and the spill's writes were 4 % of the admin's CPU at 1 000 runs a
-                // second. In memory it stays as big as one statement's pages.
+                // that, and the spill's writes were 3–4 % of the admin's CPU at 1 000 runs a
+                // second. In memory it stays as big as one statement's pages. Sorts and
+                // temporary tables are kept in memory too; the admin's reads are paged and
+                // mostly ordered by an index, so theirs stay small.
                 .pragma("temp_store", "memory")
                 // sqlx's row buffer (50 rows back from the connection's thread at a time) is
                 // kept: 1 024 measured no better (docs/benchmarks.md, sixteenth round). The
