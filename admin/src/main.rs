@@ -18,9 +18,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read at its first allocation. One arena: the admin has a few busy
 /// threads, and each arena keeps memory of its own. Freed pages go back to the system after a
 /// second (the default is ten), so the memory of a burst does not stay resident. Each thread
-/// (tokio's workers, one per SQLite connection) caches freed blocks of up to 4 KiB only, and a
-/// quarter as many of each size as by default: the caches held about 2 MiB at 1 000 runs a
-/// second, and the CPU measured no different (docs/benchmarks.md, twenty-third round).
+/// (tokio's workers, and the one thread of each SQLite connection) caches freed blocks of up to
+/// 4 KiB only, and a quarter as many of each size as by default: RSS at 1 000 runs a second was
+/// about 2 MiB lower, and the CPU measured no different (docs/benchmarks.md, twenty-third
+/// round).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[no_mangle]
 #[allow(non_upper_case_globals)]
