@@ -466,6 +466,14 @@ async fn jobs_crud_list_and_read_only_echo() {
     assert_eq!(page["total"], 3);
     assert_eq!(page["limit"], 1);
     assert_eq!(page["offset"], 1);
+    // Page sizes outside 1..=1000 are brought inside, and the page says which it used.
+    let page = a.get("/jobs?limit=5000").await;
+    assert_eq!(page["limit"], 1000);
+    assert_eq!(page["total"], 3);
+    let page = a.get("/jobs?limit=0").await;
+    assert_eq!(page["limit"], 1);
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(a.get("/jobs").await["limit"], 50);
 
     // A USER lists only the jobs of his groups.
     let r = w.user(Method::GET, "/jobs", Body::None).await;

@@ -48,7 +48,7 @@ impl Store {
                 qb.push(" AND at < ").push_bind(t);
             }
         }
-        let limit = f.limit.clamp(1, 1000);
+        let limit = super::page_limit(f.limit);
         Ok(list_page!(
             self,
             AuditEntry,

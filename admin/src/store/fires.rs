@@ -1003,7 +1003,7 @@ impl Store {
                 qb.push(" AND planned_at < ").push_bind(t);
             }
         }
-        let limit = f.limit.clamp(1, 1000);
+        let limit = super::page_limit(f.limit);
         let out = list_page!(
             self,
             Fire,
@@ -1045,7 +1045,7 @@ impl Store {
                 qb.push(" AND created_at < ").push_bind(t);
             }
         }
-        let limit = f.limit.clamp(1, 1000);
+        let limit = super::page_limit(f.limit);
         let out = list_page!(
             self,
             Run,

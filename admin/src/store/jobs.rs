@@ -264,7 +264,7 @@ impl Store {
                 qb.push(" AND enabled = ").push_bind(i64::from(e));
             }
         }
-        let limit = f.limit.clamp(1, 1000);
+        let limit = super::page_limit(f.limit);
         let (rows, total) = list_page!(
             self,
             Job,

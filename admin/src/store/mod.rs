@@ -378,6 +378,16 @@ impl From<sqlx::mysql::MySqlQueryResult> for Done {
     }
 }
 
+/// Most rows one list returns; callers page through more. A larger page is a slow query and a
+/// large answer for the console.
+const MAX_PAGE: i64 = 1000;
+
+/// The rows a list returns for a requested `limit`: at least one, at most [`MAX_PAGE`]. Every
+/// list of the store applies it, and the API reports the page size it gives.
+pub fn page_limit(limit: i64) -> i64 {
+    limit.clamp(1, MAX_PAGE)
+}
+
 /// A handle on the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {

@@ -178,7 +178,7 @@ impl Store {
         if states.is_empty() {
             return Ok(Vec::new());
         }
-        let limit = limit.clamp(1, 1000);
+        let limit = super::page_limit(limit);
         Ok(with_pool!(self, pool => {
             let mut qb = QueryBuilder::new(format!("SELECT {RUN_COLS} FROM runs WHERE superseded = 0 AND state IN ("));
             let mut sep = qb.separated(", ");

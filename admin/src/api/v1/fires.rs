@@ -9,7 +9,7 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use shardline_executor::protocol::LogResult;
 
-use super::jobs::Page;
+use super::jobs::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, Run, RunState};
@@ -56,7 +56,7 @@ async fn list_fires(
         from_ms: q.from,
         to_ms: q.to,
         offset: q.offset.max(0),
-        limit: q.limit.unwrap_or(50).clamp(1, 1000),
+        limit: requested_page(q.limit),
     };
     let (items, total) = st.store.list_fires(&f).await?;
     Ok(Json(Page {
@@ -317,7 +317,7 @@ async fn list_runs(
     if let Some(s) = q.state.as_deref().filter(|s| !s.is_empty()) {
         RunState::parse(s).map_err(|e| ApiError::field("state", e))?;
     }
-    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let limit = requested_page(q.limit);
     let f = RunFilter {
         group_ids: caller.group_scope(),
         job_id: q.job_id,

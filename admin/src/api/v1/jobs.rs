@@ -413,6 +413,14 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
+/// Rows per page when a list request names none.
+const DEFAULT_PAGE: i64 = 50;
+
+/// The page size of a list request: its `limit`, or [`DEFAULT_PAGE`], within the store's bounds.
+pub fn requested_page(limit: Option<i64>) -> i64 {
+    crate::store::page_limit(limit.unwrap_or(DEFAULT_PAGE))
+}
+
 #[derive(Debug, Serialize)]
 pub struct Page<T> {
     pub items: Vec<T>,
@@ -426,7 +434,7 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Page<JobView>>, ApiError> {
-    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let limit = requested_page(q.limit);
     let f = JobFilter {
         group_ids: caller.group_scope(),
         group_id: q.group_id,

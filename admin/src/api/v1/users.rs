@@ -7,7 +7,7 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use super::jobs::Page;
+use super::jobs::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::auth;
@@ -52,7 +52,7 @@ async fn list_audit(
         from_ms: q.from,
         to_ms: q.to,
         offset: q.offset.max(0),
-        limit: q.limit.unwrap_or(50).clamp(1, 1000),
+        limit: requested_page(q.limit),
     };
     let (items, total) = st.store.list_audit(&f).await?;
     Ok(Json(Page {
