@@ -1198,7 +1198,7 @@ fn answer(
         Ok(env) if env.is_success() => (
             RunState::Running,
             200,
-            format!("accepted by {address}"),
+            crate::store::accepted_msg(address),
             false,
         ),
         Ok(env) => (

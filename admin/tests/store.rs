@@ -5,8 +5,8 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
-    Beat, CallbackOutcome, ClearCut, FireFilter, FireRuns, GroupInput, JobFilter, JobPlan, NewRun,
-    PlannedFire, Replacing, RunFilter, RunUpdate, Store, StoreError,
+    accepted_msg, Beat, CallbackOutcome, ClearCut, FireFilter, FireRuns, GroupInput, JobFilter,
+    JobPlan, NewRun, PlannedFire, Replacing, RunFilter, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -1334,6 +1334,131 @@ async fn an_answer_and_a_result_in_one_batch_are_written_together() {
         assert_eq!(f.dispatched_at, Some(110), "{kind}");
     })
     .await;
+}
+
+/// Runs `sql` (one statement, one bound id) on a connection of its own, past the store, and
+/// returns the text of its first row's first column, if it has a row: what a row holds, not
+/// what the store makes of it.
+async fn raw(db: &TestDb, sql: &str, id: i64) -> Option<String> {
+    if db.kind() == "mysql" {
+        let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
+        let v = sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        v
+    } else {
+        let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+        let v = sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        v
+    }
+}
+
+#[tokio::test]
+async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
+    for db in TestDb::all().await {
+        let kind = db.kind();
+        let s = Store::connect(&db.url).await.expect("connect + migrate");
+        let g = s.create_group(&group("app-msg"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "msg"), 1).await.unwrap();
+        let (fire, runs) = s
+            .create_fire(
+                j,
+                g,
+                "CRON",
+                1_000,
+                None,
+                "",
+                None,
+                &[
+                    run(0, 3, "http://e1:9999/"),
+                    run(1, 3, "http://e2:9999/"),
+                    run(2, 3, "http://e3:9999/"),
+                ],
+                100,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let answer = |run_id: i64, addr: &str, code: i64, msg: String| RunUpdate {
+            run_id,
+            fire_id: fire,
+            state: if code == 200 {
+                RunState::Running
+            } else {
+                RunState::Failed
+            },
+            executor_address: addr.to_string(),
+            trigger_code: code,
+            trigger_msg: msg,
+            at: 111,
+            fire_sent_at: 110,
+        };
+        s.store_results(
+            &[
+                // Accepted, with its result in the same batch (one write) ...
+                answer(
+                    runs[0],
+                    "http://e1:9999/",
+                    200,
+                    accepted_msg("http://e1:9999/"),
+                ),
+                // ... accepted, its result still to come (the answer written alone) ...
+                answer(
+                    runs[1],
+                    "http://e2:9999/",
+                    200,
+                    accepted_msg("http://e2:9999/"),
+                ),
+                // ... and refused, whose message says something else.
+                answer(
+                    runs[2],
+                    "http://e3:9999/",
+                    500,
+                    "refused by http://e3:9999/: busy".into(),
+                ),
+            ],
+            &[(runs[0], 200, "ok".into())],
+            120,
+        )
+        .await
+        .unwrap();
+        let stored = "SELECT trigger_msg FROM runs WHERE id = ?";
+        for (id, addr) in [(runs[0], "http://e1:9999/"), (runs[1], "http://e2:9999/")] {
+            assert_eq!(
+                raw(&db, stored, id).await.as_deref(),
+                Some(""),
+                "{kind}: run {id} row"
+            );
+            let r = s.get_run(id).await.unwrap().unwrap();
+            assert_eq!(
+                (r.trigger_code, r.trigger_msg),
+                (200, format!("accepted by {addr}")),
+                "{kind}: run {id} as read"
+            );
+        }
+        assert_eq!(
+            raw(&db, stored, runs[2]).await.as_deref(),
+            Some("refused by http://e3:9999/: busy"),
+            "{kind}"
+        );
+        let r = s.get_run(runs[2]).await.unwrap().unwrap();
+        assert_eq!(r.trigger_msg, "refused by http://e3:9999/: busy", "{kind}");
+        // A row that holds the text (written before it was left out) reads the same.
+        let old = "UPDATE runs SET trigger_msg = 'accepted by http://e2:9999/' WHERE id = ?";
+        assert_eq!(raw(&db, old, runs[1]).await, None);
+        let r = s.get_run(runs[1]).await.unwrap().unwrap();
+        assert_eq!(r.trigger_msg, "accepted by http://e2:9999/", "{kind}");
+        s.close().await;
+        db.cleanup().await;
+    }
 }
 
 #[tokio::test]

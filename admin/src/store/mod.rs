@@ -26,7 +26,8 @@ mod users;
 
 pub use audit::AuditFilter;
 pub use fires::{
-    CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter, RunUpdate,
+    accepted_msg, CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter,
+    RunUpdate,
 };
 pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};
