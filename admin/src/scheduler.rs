@@ -65,10 +65,11 @@ const CLAIM_BATCH: i64 = 1_000;
 ///
 /// The lag is counted from when a fire could first go ([`could_go_at`]): its planned time, or, if
 /// it entered the timer less than a preparation lead before that (or after it), its entry plus
-/// the lead, the time an on-time fire is given to be prepared. Counted from the planned time alone, the gate kept itself
-/// shut: fires claimed late because the gate was shut were sent "late", which shut it again, and
-/// on MariaDB at 10 000 fires a second the claims settled 4–5 s behind with a third of the fires
-/// shed as misfires while the database and the admin had time to spare. Counted from the entry
+/// the lead, the time an on-time fire is given to be prepared. Counted from the planned time
+/// alone, the gate kept itself shut: fires claimed late because the gate was shut were sent
+/// "late", which shut it again, and on MariaDB at 10 000 fires a second the claims settled 4–5 s
+/// behind with a third of the fires shed as misfires while the database and the admin had time
+/// to spare. Counted from the entry
 /// into the timer without the lead, the preparation of fires claimed late shut the gate by itself
 /// (lags of 271–475 ms from it alone at 20 000 fires a second on SQLite).
 const MAX_SEND_LAG_MS: i64 = 250;
