@@ -1,8 +1,9 @@
 //! Smoke test of the load harness: `--quick` on SQLite must run every scenario and write a complete
 //! JSON report. No figure is asserted (CI machines vary); only that each one was measured.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -14,24 +15,34 @@ fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
     n.as_f64()
 }
 
+/// The test binary's profile folder, `target/<profile>` (it lives in `target/<profile>/deps`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// `cargo <sub>` of the harness example, in the profile this test was built in.
+fn cargo_bench(sub: &str) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.args([sub, "-q", "-p", "shardline-admin", "--example", "bench"])
+        .arg("--manifest-path")
+        .arg(&manifest);
+    if profile_dir().file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    cmd
+}
+
 #[test]
 fn quick_run_writes_a_complete_report() {
     let out_dir = tempfile::tempdir().expect("tempdir");
     let out = out_dir.path().join("report.json");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["run", "-q", "-p", "shardline-admin", "--example", "bench"])
-        .arg("--manifest-path")
-        .arg(&manifest);
-    // The test binary lives in target/<profile>/deps: run the harness in the same profile.
-    let release = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent()?.parent()?.file_name().map(|n| n == "release"))
-        .unwrap_or(false);
-    if release {
-        cmd.arg("--release");
-    }
+    let mut cmd = cargo_bench("run");
     cmd.args(["--", "--quick", "--db", "sqlite", "--out"])
         .arg(&out);
     let output = cmd.output().expect("cargo runs");
@@ -86,4 +97,120 @@ fn quick_run_writes_a_complete_report() {
         checks.iter().all(|c| c["value"].is_number()),
         "a check without a value:\n{text}"
     );
+}
+
+/// The processes a process started that are still its children.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec![];
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Whether `pid` is a process that has not exited (a zombie has exited).
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(')')?.1.trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
+}
+
+/// A harness stopped part way (SIGTERM, or Ctrl-C) kills the admin it started, removes its
+/// temporary folders and drops its MariaDB database, instead of leaving the admin running.
+#[test]
+fn a_stopped_run_leaves_nothing_behind() {
+    let built = cargo_bench("build").status().expect("cargo runs");
+    assert!(built.success(), "cannot build the harness");
+    let mysql = std::env::var("SHARDLINE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_string());
+    let out_dir = tempfile::tempdir().expect("tempdir");
+    let stdout = out_dir.path().join("stdout.txt");
+    // Windows of a minute, so the signal comes while the admin runs.
+    let mut harness = Command::new(profile_dir().join("examples").join("bench"))
+        .args([
+            "--quick",
+            "--db",
+            "mysql",
+            "--only",
+            "rate",
+            "--window-s",
+            "60",
+        ])
+        .args(["--mysql-url", &mysql, "--out"])
+        .arg(out_dir.path().join("report.json"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("harness starts");
+    let pid = harness.id();
+
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let admin = loop {
+        let admin = children_of(pid).into_iter().find(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("--bind"))
+        });
+        if let Some(admin) = admin {
+            break admin;
+        }
+        assert!(
+            harness.try_wait().expect("wait").is_none(),
+            "the harness ended early"
+        );
+        assert!(Instant::now() < deadline, "no admin started within 300 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&stdout).expect("harness output");
+    let logs = text
+        .lines()
+        .find_map(|l| l.strip_prefix("logs of started processes: "))
+        .map(PathBuf::from)
+        .expect("the harness names its folder");
+    let own_dbs = || {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async {
+            use sqlx::Connection;
+            let mut conn = sqlx::MySqlConnection::connect(&format!("{mysql}/mysql"))
+                .await
+                .expect("MariaDB");
+            let names: Vec<String> =
+                sqlx::query_scalar("SELECT schema_name FROM information_schema.schemata")
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("schemata");
+            let prefix = format!("shardline_bench_{pid}_");
+            names.into_iter().filter(|n| n.starts_with(&prefix)).count()
+        })
+    };
+    assert_eq!(own_dbs(), 1, "the run's database exists while it runs");
+    assert!(logs.is_dir());
+
+    // SAFETY: signals the harness this test started and has not reaped.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = harness.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the harness did not stop within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    assert!(!is_running(admin), "the admin {admin} is still running");
+    assert!(!logs.exists(), "{} is left", logs.display());
+    assert_eq!(own_dbs(), 0, "the run's database is left");
 }

@@ -194,8 +194,43 @@ fn main() -> anyhow::Result<()> {
             &args.role_token,
         ));
     }
-    let code = rt.block_on(run(args))?;
+    let mysql_url = args
+        .db
+        .contains(&DbKind::Mysql)
+        .then(|| args.mysql_url.clone());
+    let code = rt.block_on(async {
+        let mut work = Box::pin(run(args));
+        let signal = tokio::select! {
+            code = &mut work => return code,
+            signal = stop_signal() => signal,
+        };
+        // Dropping the run kills and reaps the processes it started and removes its folders (their
+        // `Drop`s); its MariaDB databases need a connection, so they are dropped here. Without
+        // this a stopped run left the admin or the peer running, holding a port and a core.
+        drop(work);
+        if let Some(url) = &mysql_url {
+            ours::drop_own_dbs(url).await;
+        }
+        eprintln!("stopped by signal {signal}: started processes killed, temporary data removed");
+        Ok(128 + signal)
+    })?;
     std::process::exit(code);
+}
+
+/// Waits for SIGINT or SIGTERM and returns its number.
+async fn stop_signal() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without handlers the signals keep their default action (the process ends).
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => libc::SIGINT,
+        _ = term.recv() => libc::SIGTERM,
+    }
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {

@@ -62,7 +62,7 @@ impl BenchDb {
                 })
             }
             DbKind::Mysql => {
-                let name = format!("shardline_bench_{}_{label}", std::process::id());
+                let name = format!("{}{label}", own_db_prefix());
                 let mut conn = sqlx::MySqlConnection::connect(&format!("{mysql_server}/mysql"))
                     .await
                     .map_err(|e| anyhow::anyhow!("MariaDB at {mysql_server}: {e}"))?;
@@ -111,6 +111,31 @@ impl BenchDb {
                     .await;
             }
         }
+    }
+}
+
+/// The start of the name of every MariaDB database this harness process creates.
+fn own_db_prefix() -> String {
+    format!("shardline_bench_{}_", std::process::id())
+}
+
+/// Drops the MariaDB databases this process created and has not dropped yet: after a run that
+/// was stopped part way (a signal), whose scenarios did not get to drop their own.
+pub async fn drop_own_dbs(mysql_server: &str) {
+    let Ok(mut conn) = sqlx::MySqlConnection::connect(&format!("{mysql_server}/mysql")).await
+    else {
+        return;
+    };
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT schema_name FROM information_schema.schemata")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    let prefix = own_db_prefix();
+    for name in names.iter().filter(|n| n.starts_with(&prefix)) {
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
+            .execute(&mut conn)
+            .await;
     }
 }
 
