@@ -214,3 +214,23 @@ fn a_stopped_run_leaves_nothing_behind() {
     assert!(!logs.exists(), "{} is left", logs.display());
     assert_eq!(own_dbs(), 0, "the run's database is left");
 }
+
+/// A count of nothing (no jobs, no seconds, no executors) would measure nothing: it is refused
+/// before anything starts, naming the flag.
+#[test]
+fn zero_counts_are_refused() {
+    let built = cargo_bench("build").status().expect("cargo runs");
+    assert!(built.success(), "cannot build the harness");
+    for flag in ["--jobs", "--window-s", "--executors"] {
+        let out = Command::new(profile_dir().join("examples").join("bench"))
+            .args(["--quick", flag, "0"])
+            .output()
+            .expect("harness runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} 0: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("must be at least 1"),
+            "{flag} 0: {stderr}"
+        );
+    }
+}

@@ -59,13 +59,13 @@ struct Args {
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Scenario>,
     /// Jobs firing every second in the high-rate scenario (default 10 000, quick 200).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     jobs: Option<usize>,
     /// Length of each steady measurement window in seconds (default 30, quick 3).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     window_s: Option<u64>,
     /// In-process executors driving the admin (default 4, quick 2).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     executors: Option<usize>,
     /// Keep the logs of the started processes even when every scenario succeeded.
     #[arg(long)]
@@ -178,6 +178,16 @@ impl Report {
                 self.set(path, Value::Null);
             }
         }
+    }
+}
+
+/// A count that must be at least 1 (a scenario of no jobs, no seconds or no executors measures
+/// nothing, so it is refused at the command line instead of giving empty figures).
+fn at_least_one<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => T::try_from(n).map_err(|_| format!("{n} is too large")),
+        Err(e) => Err(format!("not a whole number ({e})")),
     }
 }
 
