@@ -234,3 +234,28 @@ fn zero_counts_are_refused() {
         );
     }
 }
+
+/// A report path that cannot be written is refused before any scenario runs, naming the path,
+/// instead of after the run with its figures unwritten.
+#[test]
+fn an_unwritable_report_path_is_refused_before_the_run() {
+    let built = cargo_bench("build").status().expect("cargo runs");
+    assert!(built.success(), "cannot build the harness");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").expect("file");
+    let out = Command::new(profile_dir().join("examples").join("bench"))
+        .args(["--quick", "--only", "idle", "--out"])
+        .arg(file.join("report.json"))
+        .output()
+        .expect("harness runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("cannot write the report to"), "{stderr}");
+    assert!(stderr.contains("a-file"), "{stderr}");
+    assert!(
+        !stdout.contains("logs of started processes"),
+        "a scenario ran:\n{stdout}"
+    );
+}

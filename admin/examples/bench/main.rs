@@ -227,6 +227,27 @@ fn main() -> anyhow::Result<()> {
     std::process::exit(code);
 }
 
+/// Fails unless the report can be written to `out` (its folder is made if missing), so that a run
+/// of many minutes does not end in an error with its report unwritten. A file it creates for the
+/// check is removed again; an existing one is left as it is until the report replaces it.
+fn check_writable(out: &std::path::Path) -> anyhow::Result<()> {
+    let cannot =
+        |e: std::io::Error| anyhow::anyhow!("cannot write the report to {}: {e}", out.display());
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(cannot)?;
+    }
+    let existed = out.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(out)
+        .map_err(cannot)?;
+    if !existed {
+        std::fs::remove_file(out).map_err(cannot)?;
+    }
+    Ok(())
+}
+
 /// Waits for SIGINT or SIGTERM and returns its number.
 async fn stop_signal() -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
@@ -244,6 +265,7 @@ async fn stop_signal() -> i32 {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
+    check_writable(&args.out)?;
     let plan = Plan::of(&args);
     let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
     let work = tempfile::Builder::new()
@@ -341,12 +363,11 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     report.set(&["errors"], json!(report.errors));
     let root = Value::Object(report.root.clone());
     print_table(&root);
-    if let Some(parent) = args.out.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
     let text = serde_json::to_string_pretty(&root)?;
-    std::fs::write(&args.out, &text)?;
+    // Printed first, so that the figures survive a file that cannot be written after all.
     println!("\n{text}");
+    std::fs::write(&args.out, &text)
+        .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", args.out.display()))?;
     println!("report written to {}", args.out.display());
     if !report.errors.is_empty() || args.keep_logs {
         // Keep the started processes' logs for a look at what failed.
