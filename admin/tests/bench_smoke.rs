@@ -235,27 +235,50 @@ fn zero_counts_are_refused() {
     }
 }
 
-/// A report path that cannot be written is refused before any scenario runs, naming the path,
-/// instead of after the run with its figures unwritten.
+/// Paths the run would fail on late (a report file that cannot be written, a peer binary that is
+/// not there) are refused before any scenario runs, naming the path, instead of after minutes of
+/// measuring.
 #[test]
-fn an_unwritable_report_path_is_refused_before_the_run() {
+fn bad_paths_are_refused_before_the_run() {
     let built = cargo_bench("build").status().expect("cargo runs");
     assert!(built.success(), "cannot build the harness");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").expect("file");
-    let out = Command::new(profile_dir().join("examples").join("bench"))
-        .args(["--quick", "--only", "idle", "--out"])
-        .arg(file.join("report.json"))
-        .output()
-        .expect("harness runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("cannot write the report to"), "{stderr}");
-    assert!(stderr.contains("a-file"), "{stderr}");
-    assert!(
-        !stdout.contains("logs of started processes"),
-        "a scenario ran:\n{stdout}"
-    );
+    let report_under_a_file = file.join("report.json");
+    let missing_peer = dir.path().join("no-ratchjob");
+    let fine_report = dir.path().join("report.json");
+    let cases: [(&[&Path], &str); 2] = [
+        (
+            &[Path::new("--out"), &report_under_a_file],
+            "cannot write the report to",
+        ),
+        (
+            &[
+                Path::new("--out"),
+                &fine_report,
+                Path::new("--peer"),
+                Path::new("ratchjob"),
+                Path::new("--ratchjob-bin"),
+                &missing_peer,
+            ],
+            "no-ratchjob: no such file",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(profile_dir().join("examples").join("bench"))
+            .args(["--quick", "--only", "idle"])
+            .args(args)
+            .output()
+            .expect("harness runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !stdout.contains("logs of started processes"),
+            "{args:?}: a scenario ran:\n{stdout}"
+        );
+    }
+    assert!(!fine_report.exists(), "the check left a file behind");
 }

@@ -266,6 +266,11 @@ async fn stop_signal() -> i32 {
 
 async fn run(args: Args) -> anyhow::Result<i32> {
     check_writable(&args.out)?;
+    // Found before anything runs: a missing peer is then known at once, not after our scenarios.
+    let peer_bin = match args.peer {
+        Some(_) => Some(peer::find_binary(args.ratchjob_bin.as_deref())?),
+        None => None,
+    };
     let plan = Plan::of(&args);
     let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
     let work = tempfile::Builder::new()
@@ -340,17 +345,9 @@ async fn run(args: Args) -> anyhow::Result<i32> {
             .await;
         }
     }
-    if let Some(p) = args.peer {
+    if let (Some(p), Some(bin)) = (args.peer, &peer_bin) {
         println!("{}", p.name());
-        peer::suite(
-            p,
-            &plan,
-            args.ratchjob_bin.as_deref(),
-            &log_dir,
-            &mut report,
-            &wants,
-        )
-        .await;
+        peer::suite(p, &plan, bin, &log_dir, &mut report, &wants).await;
     }
 
     report.set(&["harness", "load_after"], json!(sys::load_average()));

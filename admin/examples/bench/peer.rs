@@ -42,8 +42,11 @@ impl Peer {
     }
 }
 
-fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// The peer's binary: `explicit` if given (it must exist), else the one built into target/, else
+/// `ratchjob` on PATH. The harness looks for it before any scenario runs.
+pub fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = explicit {
+        anyhow::ensure!(p.is_file(), "--ratchjob-bin {}: no such file", p.display());
         return Ok(p.to_path_buf());
     }
     let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peer/ratchjob/bin/ratchjob");
@@ -59,7 +62,7 @@ fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         }
     }
     anyhow::bail!(
-        "ratchjob not found; install it with `cargo install ratchjob --root target/peer/ratchjob` or pass --ratchjob-bin"
+        "ratchjob not found; install it with `cargo install ratchjob --version 0.3.1 --root target/peer/ratchjob --locked` or pass --ratchjob-bin"
     )
 }
 
@@ -279,19 +282,12 @@ async fn steady(
 pub async fn suite(
     p: Peer,
     plan: &Plan,
-    explicit_bin: Option<&Path>,
+    bin: &Path,
     log_dir: &Path,
     report: &mut Report,
     wants: &dyn Fn(Scenario) -> bool,
 ) {
     let name = p.name();
-    let bin = match find_binary(explicit_bin) {
-        Ok(b) => b,
-        Err(e) => {
-            report.record(&["systems", name, "start"], Err(e));
-            return;
-        }
-    };
     report.set(
         &["systems", name, "not_expressible"],
         json!({
@@ -301,7 +297,7 @@ pub async fn suite(
         }),
     );
     if wants(Scenario::Idle) || wants(Scenario::Beats) || wants(Scenario::Rate) {
-        match RatchJob::start(&bin, log_dir, &format!("{name}-main")).await {
+        match RatchJob::start(bin, log_dir, &format!("{name}-main")).await {
             Err(e) => report.record(&["systems", name, "start"], Err(e)),
             Ok(mut peer) => {
                 if wants(Scenario::Idle) {
@@ -337,7 +333,7 @@ pub async fn suite(
     }
     if wants(Scenario::ManyJobs) {
         let r = async {
-            let peer = RatchJob::start(&bin, log_dir, &format!("{name}-jobs")).await?;
+            let peer = RatchJob::start(bin, log_dir, &format!("{name}-jobs")).await?;
             let pid = peer.pid();
             let rss = RssSampler::start(pid);
             let started = Instant::now();
