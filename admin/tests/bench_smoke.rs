@@ -235,9 +235,9 @@ fn zero_counts_are_refused() {
     }
 }
 
-/// Paths the run would fail on late (a report file that cannot be written, a peer binary that is
-/// not there) are refused before any scenario runs, naming the path, instead of after minutes of
-/// measuring.
+/// Paths the run would fail on late (a report file that cannot be written, an admin or peer
+/// binary that is not there) are refused before any scenario runs, naming the path, instead of
+/// after minutes of measuring.
 #[test]
 fn bad_paths_are_refused_before_the_run() {
     let built = cargo_bench("build").status().expect("cargo runs");
@@ -247,8 +247,9 @@ fn bad_paths_are_refused_before_the_run() {
     std::fs::write(&file, "").expect("file");
     let report_under_a_file = file.join("report.json");
     let missing_peer = dir.path().join("no-ratchjob");
+    let missing_admin = dir.path().join("no-admin");
     let fine_report = dir.path().join("report.json");
-    let cases: [(&[&Path], &str); 2] = [
+    let cases: [(&[&Path], &str); 3] = [
         (
             &[Path::new("--out"), &report_under_a_file],
             "cannot write the report to",
@@ -263,6 +264,15 @@ fn bad_paths_are_refused_before_the_run() {
                 &missing_peer,
             ],
             "no-ratchjob: no such file",
+        ),
+        (
+            &[
+                Path::new("--out"),
+                &fine_report,
+                Path::new("--admin-bin"),
+                &missing_admin,
+            ],
+            "no-admin: no such file",
         ),
     ];
     for (args, expected) in cases {

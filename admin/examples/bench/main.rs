@@ -266,6 +266,9 @@ async fn stop_signal() -> i32 {
 
 async fn run(args: Args) -> anyhow::Result<i32> {
     check_writable(&args.out)?;
+    if let Some(bin) = &args.admin_bin {
+        anyhow::ensure!(bin.is_file(), "--admin-bin {}: no such file", bin.display());
+    }
     // Found before anything runs: a missing peer is then known at once, not after our scenarios.
     let peer_bin = match args.peer {
         Some(_) => Some(peer::find_binary(args.ratchjob_bin.as_deref())?),
