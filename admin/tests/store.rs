@@ -67,6 +67,20 @@ async fn one_run_fire(s: &Store, job: i64, g: i64, at: i64) -> (i64, i64) {
     (fire, ids[0])
 }
 
+/// A group `app-<name>`, a job `<name>` of it, and a CRON fire of that job planned at 1 000 with
+/// `runs`: the fire's id and its runs' ids, by item.
+async fn fire_of_new_job(s: &Store, name: &str, runs: &[NewRun]) -> (i64, Vec<i64>) {
+    let g = s
+        .create_group(&group(&format!("app-{name}")), 1)
+        .await
+        .unwrap();
+    let j = s.create_job(&job(g, name), 1).await.unwrap();
+    s.create_fire(j, g, "CRON", 1_000, None, "", None, runs, 100)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// A job of group `g`, enabled and due at `at`, created and edited at `now`.
 async fn due_job(s: &Store, g: i64, name: &str, at: i64, now: i64) -> i64 {
     let id = s.create_job(&job(g, name), now).await.unwrap();
@@ -987,14 +1001,8 @@ async fn what_follows_a_fires_end_is_written_with_it() {
 #[tokio::test]
 async fn statements_of_cached_lengths_write_exactly_their_rows() {
     each_db(|s, kind| async move {
-        let g = s.create_group(&group("app-pad"), 1).await.unwrap();
-        let j = s.create_job(&job(g, "pad"), 1).await.unwrap();
         let runs: Vec<NewRun> = (0..5).map(|i| run(i, 5, "a")).collect();
-        let (fire, ids) = s
-            .create_fire(j, g, "CRON", 1_000, None, "", None, &runs, 100)
-            .await
-            .unwrap()
-            .unwrap();
+        let (fire, ids) = fire_of_new_job(&s, "pad", &runs).await;
         let stored = s.fire_runs(fire).await.unwrap();
         assert_eq!(
             stored
@@ -1059,23 +1067,8 @@ async fn statements_of_cached_lengths_write_exactly_their_rows() {
 #[tokio::test]
 async fn an_unanswered_request_is_stored_with_its_failover() {
     each_db(|s, kind| async move {
-        let g = s.create_group(&group("app-unanswered"), 1).await.unwrap();
-        let j = s.create_job(&job(g, "unanswered"), 1).await.unwrap();
-        let (fire, ids) = s
-            .create_fire(
-                j,
-                g,
-                "CRON",
-                1_000,
-                None,
-                "",
-                None,
-                &[run(0, 2, "a"), run(1, 2, "dead")],
-                100,
-            )
-            .await
-            .unwrap()
-            .unwrap();
+        let (fire, ids) =
+            fire_of_new_job(&s, "unanswered", &[run(0, 2, "a"), run(1, 2, "dead")]).await;
         let unanswered = RunUpdate {
             run_id: ids[1],
             fire_id: fire,
@@ -1366,27 +1359,16 @@ async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
     for db in TestDb::all().await {
         let kind = db.kind();
         let s = Store::connect(&db.url).await.expect("connect + migrate");
-        let g = s.create_group(&group("app-msg"), 1).await.unwrap();
-        let j = s.create_job(&job(g, "msg"), 1).await.unwrap();
-        let (fire, runs) = s
-            .create_fire(
-                j,
-                g,
-                "CRON",
-                1_000,
-                None,
-                "",
-                None,
-                &[
-                    run(0, 3, "http://e1:9999/"),
-                    run(1, 3, "http://e2:9999/"),
-                    run(2, 3, "http://e3:9999/"),
-                ],
-                100,
-            )
-            .await
-            .unwrap()
-            .unwrap();
+        let (fire, runs) = fire_of_new_job(
+            &s,
+            "msg",
+            &[
+                run(0, 3, "http://e1:9999/"),
+                run(1, 3, "http://e2:9999/"),
+                run(2, 3, "http://e3:9999/"),
+            ],
+        )
+        .await;
         let answer = |run_id: i64, addr: &str, code: i64, msg: String| RunUpdate {
             run_id,
             fire_id: fire,
