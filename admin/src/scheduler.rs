@@ -69,9 +69,9 @@ const CLAIM_BATCH: i64 = 1_000;
 /// alone, the gate kept itself shut: fires claimed late because the gate was shut were sent
 /// "late", which shut it again, and on MariaDB at 10 000 fires a second the claims settled 4–5 s
 /// behind with a third of the fires shed as misfires while the database and the admin had time
-/// to spare. Counted from the entry
-/// into the timer without the lead, the preparation of fires claimed late shut the gate by itself
-/// (lags of 271–475 ms from it alone at 20 000 fires a second on SQLite).
+/// to spare. Counted from the entry into the timer without the lead, the preparation of fires
+/// claimed late shut the gate by itself (lags of 271–475 ms from it alone at 20 000 fires a second
+/// on SQLite).
 const MAX_SEND_LAG_MS: i64 = 250;
 
 /// Which fires a due job gets now and when it is due next.

@@ -231,8 +231,7 @@ fn main() -> anyhow::Result<()> {
 /// of many minutes does not end in an error with its report unwritten. A file it creates for the
 /// check is removed again; an existing one is left as it is until the report replaces it.
 fn check_writable(out: &std::path::Path) -> anyhow::Result<()> {
-    let cannot =
-        |e: std::io::Error| anyhow::anyhow!("cannot write the report to {}: {e}", out.display());
+    let cannot = |e| unwritable(out, e);
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(cannot)?;
     }
@@ -246,6 +245,11 @@ fn check_writable(out: &std::path::Path) -> anyhow::Result<()> {
         std::fs::remove_file(out).map_err(cannot)?;
     }
     Ok(())
+}
+
+/// The error of a report that cannot be written to `out`.
+fn unwritable(out: &std::path::Path, e: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!("cannot write the report to {}: {e}", out.display())
 }
 
 /// Waits for SIGINT or SIGTERM and returns its number.
@@ -366,8 +370,7 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     let text = serde_json::to_string_pretty(&root)?;
     // Printed first, so that the figures survive a file that cannot be written after all.
     println!("\n{text}");
-    std::fs::write(&args.out, &text)
-        .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", args.out.display()))?;
+    std::fs::write(&args.out, &text).map_err(|e| unwritable(&args.out, e))?;
     println!("report written to {}", args.out.display());
     if !report.errors.is_empty() || args.keep_logs {
         // Keep the started processes' logs for a look at what failed.
