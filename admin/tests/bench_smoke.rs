@@ -1,6 +1,7 @@
 //! Smoke test of the load harness: `--quick` on SQLite must run every scenario and write a complete
 //! JSON report. No figure is asserted (CI machines vary); only that each one was measured.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,8 +39,14 @@ fn cargo_bench(sub: &str) -> Command {
     cmd
 }
 
+/// Runs that start processes take turns: one run's clearing up would otherwise remove what
+/// another test's killed run left before that test has looked, and runs measured side by side
+/// take each other's cores.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn quick_run_writes_a_complete_report() {
+    let _one = ONE_RUN_AT_A_TIME.lock();
     let out_dir = tempfile::tempdir().expect("tempdir");
     let out = out_dir.path().join("report.json");
     let mut cmd = cargo_bench("run");
@@ -123,96 +130,182 @@ fn is_running(pid: u32) -> bool {
         .is_some_and(|zombie| !zombie)
 }
 
+/// MariaDB's address for the harness runs of these tests.
+fn mysql_url() -> String {
+    std::env::var("SHARDLINE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_string())
+}
+
+/// How many MariaDB databases the harness process `pid` made are there.
+fn dbs_of(pid: u32) -> usize {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::MySqlConnection::connect(&format!("{}/mysql", mysql_url()))
+            .await
+            .expect("MariaDB");
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT schema_name FROM information_schema.schemata")
+                .fetch_all(&mut conn)
+                .await
+                .expect("schemata");
+        let prefix = format!("shardline_bench_{pid}_");
+        names.into_iter().filter(|n| n.starts_with(&prefix)).count()
+    })
+}
+
+/// A harness measuring on MariaDB with one-minute windows, caught while its admin runs.
+struct LongRun {
+    harness: std::process::Child,
+    pid: u32,
+    admin: u32,
+    /// The run's folder of logs.
+    logs: PathBuf,
+    _out: tempfile::TempDir,
+}
+
+impl LongRun {
+    fn start() -> LongRun {
+        let built = cargo_bench("build").status().expect("cargo runs");
+        assert!(built.success(), "cannot build the harness");
+        let out = tempfile::tempdir().expect("tempdir");
+        let stdout = out.path().join("stdout.txt");
+        let mut harness = Command::new(profile_dir().join("examples").join("bench"))
+            .args([
+                "--quick",
+                "--db",
+                "mysql",
+                "--only",
+                "rate",
+                "--window-s",
+                "60",
+            ])
+            .args(["--mysql-url", &mysql_url(), "--out"])
+            .arg(out.path().join("report.json"))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("harness starts");
+        let pid = harness.id();
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let admin = loop {
+            let admin = children_of(pid).into_iter().find(|c| {
+                std::fs::read(format!("/proc/{c}/cmdline"))
+                    .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("--bind"))
+            });
+            if let Some(admin) = admin {
+                break admin;
+            }
+            assert!(
+                harness.try_wait().expect("wait").is_none(),
+                "the harness ended early"
+            );
+            assert!(Instant::now() < deadline, "no admin started within 300 s");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let text = std::fs::read_to_string(&stdout).expect("harness output");
+        let logs = text
+            .lines()
+            .find_map(|l| l.strip_prefix("logs of started processes: "))
+            .map(PathBuf::from)
+            .expect("the harness names its folder");
+        assert_eq!(dbs_of(pid), 1, "the run's database exists while it runs");
+        assert!(logs.is_dir());
+        LongRun {
+            harness,
+            pid,
+            admin,
+            logs,
+            _out: out,
+        }
+    }
+
+    /// Sends `signal` to the harness and waits (up to a minute) for it to end.
+    fn stop(&mut self, signal: i32) -> std::process::ExitStatus {
+        // SAFETY: signals the harness this test started and has not reaped.
+        unsafe {
+            libc::kill(self.pid as i32, signal);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.harness.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the harness did not stop within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Waits up to `limit` for `pid` to end; whether it did.
+fn ends_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while is_running(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 /// A harness stopped part way (SIGTERM, or Ctrl-C) kills the admin it started, removes its
 /// temporary folders and drops its MariaDB database, instead of leaving the admin running.
 #[test]
 fn a_stopped_run_leaves_nothing_behind() {
-    let built = cargo_bench("build").status().expect("cargo runs");
-    assert!(built.success(), "cannot build the harness");
-    let mysql = std::env::var("SHARDLINE_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".to_string());
-    let out_dir = tempfile::tempdir().expect("tempdir");
-    let stdout = out_dir.path().join("stdout.txt");
-    // Windows of a minute, so the signal comes while the admin runs.
-    let mut harness = Command::new(profile_dir().join("examples").join("bench"))
-        .args([
-            "--quick",
-            "--db",
-            "mysql",
-            "--only",
-            "rate",
-            "--window-s",
-            "60",
-        ])
-        .args(["--mysql-url", &mysql, "--out"])
-        .arg(out_dir.path().join("report.json"))
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout).expect("stdout file"))
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("harness starts");
-    let pid = harness.id();
-
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let admin = loop {
-        let admin = children_of(pid).into_iter().find(|c| {
-            std::fs::read(format!("/proc/{c}/cmdline"))
-                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("--bind"))
-        });
-        if let Some(admin) = admin {
-            break admin;
-        }
-        assert!(
-            harness.try_wait().expect("wait").is_none(),
-            "the harness ended early"
-        );
-        assert!(Instant::now() < deadline, "no admin started within 300 s");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let text = std::fs::read_to_string(&stdout).expect("harness output");
-    let logs = text
-        .lines()
-        .find_map(|l| l.strip_prefix("logs of started processes: "))
-        .map(PathBuf::from)
-        .expect("the harness names its folder");
-    let own_dbs = || {
-        let rt = tokio::runtime::Runtime::new().expect("runtime");
-        rt.block_on(async {
-            use sqlx::Connection;
-            let mut conn = sqlx::MySqlConnection::connect(&format!("{mysql}/mysql"))
-                .await
-                .expect("MariaDB");
-            let names: Vec<String> =
-                sqlx::query_scalar("SELECT schema_name FROM information_schema.schemata")
-                    .fetch_all(&mut conn)
-                    .await
-                    .expect("schemata");
-            let prefix = format!("shardline_bench_{pid}_");
-            names.into_iter().filter(|n| n.starts_with(&prefix)).count()
-        })
-    };
-    assert_eq!(own_dbs(), 1, "the run's database exists while it runs");
-    assert!(logs.is_dir());
-
-    // SAFETY: signals the harness this test started and has not reaped.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = harness.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the harness did not stop within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let _one = ONE_RUN_AT_A_TIME.lock();
+    let mut run = LongRun::start();
+    let status = run.stop(libc::SIGTERM);
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
-    assert!(!is_running(admin), "the admin {admin} is still running");
-    assert!(!logs.exists(), "{} is left", logs.display());
-    assert_eq!(own_dbs(), 0, "the run's database is left");
+    assert!(
+        !is_running(run.admin),
+        "the admin {} is still running",
+        run.admin
+    );
+    assert!(!run.logs.exists(), "{} is left", run.logs.display());
+    assert_eq!(dbs_of(run.pid), 0, "the run's database is left");
+}
+
+/// A harness killed outright (SIGKILL, which no handler sees) takes the admin it started with it,
+/// and the next run removes the folder and the database it could not.
+#[test]
+fn a_killed_run_takes_its_admin_with_it_and_the_next_run_clears_up() {
+    let _one = ONE_RUN_AT_A_TIME.lock();
+    let mut run = LongRun::start();
+    let status = run.stop(libc::SIGKILL);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    assert!(
+        ends_within(run.admin, Duration::from_secs(10)),
+        "the admin {} is still running",
+        run.admin
+    );
+    assert!(
+        run.logs.is_dir(),
+        "a killed harness cannot remove its folder"
+    );
+    assert_eq!(
+        dbs_of(run.pid),
+        1,
+        "a killed harness cannot drop its database"
+    );
+
+    // The next run, of anything on MariaDB, clears up before it measures.
+    let out = tempfile::tempdir().expect("tempdir");
+    let next = Command::new(profile_dir().join("examples").join("bench"))
+        .args(["--quick", "--db", "mysql", "--only", "floor"])
+        .args(["--mysql-url", &mysql_url(), "--out"])
+        .arg(out.path().join("report.json"))
+        .output()
+        .expect("harness runs");
+    let stdout = String::from_utf8_lossy(&next.stdout);
+    assert!(next.status.success(), "{}\n{stdout}", next.status);
+    assert!(stdout.contains("removed what killed runs left"), "{stdout}");
+    assert!(!run.logs.exists(), "{} is left", run.logs.display());
+    assert_eq!(dbs_of(run.pid), 0, "the killed run's database is left");
 }
 
 /// A count of nothing (no jobs, no seconds, no executors) would measure nothing: it is refused
@@ -291,4 +384,49 @@ fn bad_paths_are_refused_before_the_run() {
         );
     }
     assert!(!fine_report.exists(), "the check left a file behind");
+}
+
+/// A peer binary given by a relative path is started: the peer runs in its own data folder, where
+/// the relative path named nothing, and the run failed there after Shardline's scenarios.
+#[test]
+fn a_peer_given_by_a_relative_path_is_started() {
+    let _one = ONE_RUN_AT_A_TIME.lock();
+    let built = cargo_bench("build").status().expect("cargo runs");
+    assert!(built.success(), "cannot build the harness");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Not a peer: it shows that it was started, then exits, which fails the peer's scenario.
+    let script = dir.path().join("peer.sh");
+    std::fs::write(&script, "#!/bin/sh\ntouch \"$PEER_STARTED\"\nexit 3\n").expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let started = dir.path().join("started");
+    let out = Command::new(profile_dir().join("examples").join("bench"))
+        .current_dir(dir.path())
+        .args(["--quick", "--db", "sqlite", "--only", "idle"])
+        .args(["--peer", "ratchjob", "--ratchjob-bin", "peer.sh"])
+        .args(["--out", "report.json"])
+        .env("PEER_STARTED", &started)
+        .output()
+        .expect("harness runs");
+    // The failed scenario's logs are kept for a look; not wanted here.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(kept) = stderr.lines().find_map(|l| l.split_once("logs kept in ")) {
+        let _ = std::fs::remove_dir_all(kept.1.trim());
+    }
+    let text = std::fs::read_to_string(dir.path().join("report.json")).expect("report written");
+    assert!(started.exists(), "the peer was not started: {text}");
+    let report: Value = serde_json::from_str(&text).expect("report is JSON");
+    let errors = report["errors"].as_array().expect("errors");
+    assert!(
+        !errors.is_empty()
+            && errors
+                .iter()
+                .all(|e| e.as_str().is_some_and(|e| e.contains("exited"))),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        report["systems"]["shardline_sqlite"]["idle"]["rss_mib"].is_number(),
+        "{text}"
+    );
 }

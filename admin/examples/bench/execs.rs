@@ -86,13 +86,10 @@ pub struct InProcess {
 /// file per run does not make the disk a factor of the admin's figures.
 pub fn log_root() -> anyhow::Result<tempfile::TempDir> {
     let shm = std::path::Path::new("/dev/shm");
-    Ok(if shm.is_dir() {
-        tempfile::Builder::new()
-            .prefix("shardline-bench-")
-            .tempdir_in(shm)?
-    } else {
-        tempfile::tempdir()?
-    })
+    Ok(crate::sys::temp_dir(
+        "runlogs",
+        shm.is_dir().then_some(shm),
+    )?)
 }
 
 impl InProcess {

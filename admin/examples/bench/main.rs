@@ -219,11 +219,14 @@ fn main() -> anyhow::Result<()> {
         // this a stopped run left the admin or the peer running, holding a port and a core.
         drop(work);
         if let Some(url) = &mysql_url {
-            ours::drop_own_dbs(url).await;
+            ours::drop_dbs(url, ours::Whose::Own).await;
         }
         eprintln!("stopped by signal {signal}: started processes killed, temporary data removed");
         Ok(128 + signal)
     })?;
+    // The executor processes' folders of run logs: they were killed, not stopped, so nothing
+    // removed them.
+    sys::remove_leftover_dirs();
     std::process::exit(code);
 }
 
@@ -278,11 +281,20 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         Some(_) => Some(peer::find_binary(args.ratchjob_bin.as_deref())?),
         None => None,
     };
+    // What earlier runs killed by SIGKILL left (their children died with them): folders, possibly
+    // in memory, and databases that would otherwise pile up, one full run's worth each.
+    let dirs = sys::remove_leftover_dirs();
+    let dbs = if args.db.contains(&DbKind::Mysql) {
+        ours::drop_dbs(&args.mysql_url, ours::Whose::Exited).await
+    } else {
+        0
+    };
+    if dirs + dbs > 0 {
+        println!("removed what killed runs left: {dirs} folders, {dbs} MariaDB databases");
+    }
     let plan = Plan::of(&args);
     let wants = |s: Scenario| args.only.is_empty() || args.only.contains(&s);
-    let work = tempfile::Builder::new()
-        .prefix("shardline-bench-")
-        .tempdir()?;
+    let work = sys::temp_dir("logs", None)?;
     let log_dir = work.path().to_path_buf();
     let mut report = Report {
         root: Default::default(),
@@ -373,8 +385,9 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     std::fs::write(&args.out, &text).map_err(|e| unwritable(&args.out, e))?;
     println!("report written to {}", args.out.display());
     if !report.errors.is_empty() || args.keep_logs {
-        // Keep the started processes' logs for a look at what failed.
-        let kept = work.keep();
+        // Keep the started processes' logs for a look at what failed, under a name the clearing
+        // up of later runs leaves alone.
+        let kept = sys::keep_dir(work);
         eprintln!(
             "{} scenario(s) failed; logs kept in {}",
             report.errors.len(),

@@ -50,9 +50,7 @@ impl BenchDb {
     pub async fn fresh(kind: DbKind, mysql_server: &str, label: &str) -> anyhow::Result<BenchDb> {
         match kind {
             DbKind::Sqlite => {
-                let dir = tempfile::Builder::new()
-                    .prefix("shardline-bench-db-")
-                    .tempdir()?;
+                let dir = sys::temp_dir("db", None)?;
                 Ok(BenchDb {
                     kind,
                     url: format!("sqlite://{}/bench.db", dir.path().display()),
@@ -116,27 +114,45 @@ impl BenchDb {
 
 /// The start of the name of every MariaDB database this harness process creates.
 fn own_db_prefix() -> String {
-    format!("shardline_bench_{}_", std::process::id())
+    sys::run_prefix('_')
 }
 
-/// Drops the MariaDB databases this process created and has not dropped yet: after a run that
-/// was stopped part way (a signal), whose scenarios did not get to drop their own.
-pub async fn drop_own_dbs(mysql_server: &str) {
+/// Which of the harness's MariaDB databases [`drop_dbs`] drops.
+pub enum Whose {
+    /// This process's: after a run stopped part way (a signal), whose scenarios did not get to
+    /// drop their own.
+    Own,
+    /// Those of runs whose harness has exited without dropping them (killed by SIGKILL).
+    Exited,
+}
+
+/// Drops the harness's MariaDB databases of `whose`; returns how many. Best effort: a MariaDB
+/// that cannot be reached has nothing to drop here.
+pub async fn drop_dbs(mysql_server: &str, whose: Whose) -> usize {
     let Ok(mut conn) = sqlx::MySqlConnection::connect(&format!("{mysql_server}/mysql")).await
     else {
-        return;
+        return 0;
     };
     let names: Vec<String> =
         sqlx::query_scalar("SELECT schema_name FROM information_schema.schemata")
             .fetch_all(&mut conn)
             .await
             .unwrap_or_default();
-    let prefix = own_db_prefix();
-    for name in names.iter().filter(|n| n.starts_with(&prefix)) {
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
+    let own = own_db_prefix();
+    let mut dropped = 0;
+    for name in names.iter().filter(|n| match whose {
+        Whose::Own => n.starts_with(&own),
+        Whose::Exited => sys::made_by_exited_run(n, '_'),
+    }) {
+        if sqlx::query(&format!("DROP DATABASE IF EXISTS `{name}`"))
             .execute(&mut conn)
-            .await;
+            .await
+            .is_ok()
+        {
+            dropped += 1;
+        }
     }
+    dropped
 }
 
 /// Read access to the admin's database.

@@ -45,9 +45,12 @@ impl Peer {
 /// The peer's binary: `explicit` if given (it must exist), else the one built into target/, else
 /// `ratchjob` on PATH. The harness looks for it before any scenario runs.
 pub fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    // Made absolute: the peer is started in its own data folder, where a relative path (given
+    // as `--ratchjob-bin`, or a relative folder in PATH) names nothing; it failed there, after
+    // Shardline's scenarios had run.
     if let Some(p) = explicit {
         anyhow::ensure!(p.is_file(), "--ratchjob-bin {}: no such file", p.display());
-        return Ok(p.to_path_buf());
+        return Ok(std::path::absolute(p)?);
     }
     let local = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peer/ratchjob/bin/ratchjob");
     if local.exists() {
@@ -57,7 +60,7 @@ pub fn find_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         for dir in std::env::split_paths(&paths) {
             let p = dir.join("ratchjob");
             if p.exists() {
-                return Ok(p);
+                return Ok(std::path::absolute(p)?);
             }
         }
     }
@@ -76,9 +79,7 @@ struct RatchJob {
 
 impl RatchJob {
     async fn start(bin: &Path, log_dir: &Path, name: &str) -> anyhow::Result<RatchJob> {
-        let data = tempfile::Builder::new()
-            .prefix("shardline-bench-ratchjob-")
-            .tempdir()?;
+        let data = sys::temp_dir("ratchjob", None)?;
         let api = sys::free_port()?;
         let console = sys::free_port()?;
         let grpc = sys::free_port()?;

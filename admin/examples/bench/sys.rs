@@ -1,6 +1,8 @@
 //! What the harness reads from the operating system: a process's CPU time and resident memory from
-//! `/proc`, the machine's description, free ports, and child processes that die with the harness.
+//! `/proc`, the machine's description, free ports, child processes that die with the harness, and
+//! the temporary folders of a run, named so that a later run can remove those a killed one left.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -164,17 +166,102 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// The start of the name of every folder and MariaDB database a run makes: `shardline-bench-` or
+/// `shardline_bench_`, then the harness's process id and `sep`. A run killed by SIGKILL cannot
+/// remove them; the id tells a later run that their maker has exited ([`made_by_exited_run`]).
+pub fn run_prefix(sep: char) -> String {
+    format!("shardline{sep}bench{sep}{}{sep}", std::process::id())
+}
+
+/// Whether `name` begins as [`run_prefix`] does for a process that is no longer there. A process
+/// not yet reaped (a zombie) still counts as there; so does any process that took its id since.
+pub fn made_by_exited_run(name: &str, sep: char) -> bool {
+    name.strip_prefix(&format!("shardline{sep}bench{sep}"))
+        .and_then(|rest| rest.split_once(sep))
+        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// A temporary folder of this run, in `parent` (the system's temporary folder if `None`), named
+/// `shardline-bench-<pid>-<what>-…`.
+pub fn temp_dir(what: &str, parent: Option<&Path>) -> std::io::Result<tempfile::TempDir> {
+    let prefix = format!("{}{what}-", run_prefix('-'));
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    tempfile::Builder::new().prefix(&prefix).tempdir_in(parent)
+}
+
+/// Keeps `dir` (a [`temp_dir`]) and returns its path, renamed out of the names
+/// [`remove_leftover_dirs`] removes (`shardline-bench-kept-…`), or as it was if that fails.
+pub fn keep_dir(dir: tempfile::TempDir) -> PathBuf {
+    let path = dir.keep();
+    let renamed = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(&run_prefix('-')))
+        .map(|rest| path.with_file_name(format!("shardline-bench-kept-{rest}")));
+    match renamed {
+        Some(to) if std::fs::rename(&path, &to).is_ok() => to,
+        _ => path,
+    }
+}
+
+/// Removes the temporary folders (in the system's temporary folder and `/dev/shm`) that processes
+/// of the harness (runs, and the executor processes they start and kill) made and left when they
+/// exited; returns how many.
+pub fn remove_leftover_dirs() -> usize {
+    let mut removed = 0;
+    for parent in [std::env::temp_dir(), PathBuf::from("/dev/shm")] {
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let left = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| made_by_exited_run(n, '-'));
+            if left && std::fs::remove_dir_all(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// A child process killed (SIGKILL) and reaped when dropped, so a failing harness leaves nothing
-/// running behind it.
+/// running behind it; the kernel kills it too when the harness itself is killed.
 pub struct Proc {
     pub child: Child,
     pub name: String,
 }
 
 impl Proc {
+    /// Starts `cmd` with its output in `<log_dir>/<name>.log`. Only from the main thread: the
+    /// child's death signal comes when the thread that started it ends, and the main thread ends
+    /// with the harness (the run is driven on it by `block_on`).
     pub fn spawn(name: &str, cmd: &mut Command, log_dir: &Path) -> anyhow::Result<Proc> {
+        anyhow::ensure!(
+            std::thread::current().name() == Some("main"),
+            "{name} must be started from the main thread"
+        );
         let out = std::fs::File::create(log_dir.join(format!("{name}.log")))?;
         let err = out.try_clone()?;
+        let harness = std::process::id();
+        // SAFETY: between fork and exec the closure makes only async-signal-safe calls
+        // (prctl, getppid) and allocates nothing on success.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Without it a harness killed by SIGKILL (which no handler sees) left its admin,
+                // peer and executors running, holding ports and cores for the next benchmark.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The harness may have died before the request took effect.
+                if libc::getppid() as u32 != harness {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
