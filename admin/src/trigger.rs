@@ -1195,12 +1195,9 @@ fn answer(
     address: &str,
 ) -> (RunState, i64, String, bool) {
     match result {
-        Ok(env) if env.is_success() => (
-            RunState::Running,
-            200,
-            crate::store::accepted_msg(address),
-            false,
-        ),
+        // No message: the row keeps none for the usual acceptance and reads it back as
+        // `accepted by <address>` (`store::RUN_COLS`), so none is built per run here.
+        Ok(env) if env.is_success() => (RunState::Running, 200, String::new(), false),
         Ok(env) => (
             RunState::Failed,
             i64::from(env.code),

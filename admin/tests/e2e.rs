@@ -74,6 +74,9 @@ async fn broadcast_max_node_and_logs() {
             assert_eq!(r["shard_total"], 3);
             assert_eq!(r["executor_address"], addrs[i]);
             assert_eq!(r["state"], "succeeded");
+            // Stored without a message, read back with the usual one.
+            assert_eq!(r["trigger_code"], 200);
+            assert_eq!(r["trigger_msg"], format!("accepted by {}", addrs[i]), "{r}");
         }
         assert_eq!(seen.lock().unwrap().len(), 3);
 

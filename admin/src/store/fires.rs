@@ -13,7 +13,7 @@ use crate::model::{Fire, FireState, Run, RunState};
 // Send and finish times are stored as 0 until they happen (so that setting them rewrites a MySQL
 // row in place; migrations/mysql/0004_times_in_place.sql) and read as `None` then. Likewise the
 // answer of a run its executor accepted is stored as code 200 with no message, and read as
-// `accepted by <address>` (see `RunUpdate::stored_msg`).
+// `accepted by <address>` (see `RunUpdate::trigger_msg`).
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
 /// How the answer of a run its executor accepted begins; the executor's address follows.
 macro_rules! accepted_by {
@@ -23,12 +23,6 @@ macro_rules! accepted_by {
 }
 
 pub(crate) const RUN_COLS: &str = concat!("id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('", accepted_by!(), "', executor_address) ELSE trigger_msg END AS trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries");
-
-/// What a run's answer says when its executor accepted it. Stored as no message (`RUN_COLS`
-/// gives this text back), so only answers that say something else are written out.
-pub fn accepted_msg(address: &str) -> String {
-    format!(concat!(accepted_by!(), "{}"), address)
-}
 
 /// Longest fire message kept; a longer one is cut (at a character boundary).
 const MESSAGE_MAX_BYTES: usize = 4000;
@@ -86,29 +80,17 @@ pub struct RunUpdate {
     pub state: RunState,
     pub executor_address: String,
     pub trigger_code: i64,
+    /// The answer's message; none for the usual acceptance (code 200), which the row keeps
+    /// as none and `RUN_COLS` reads back as `accepted by <address>`. Written out, it made every
+    /// run's row longer at its answer, and InnoDB moves a row that changes size instead of
+    /// updating it in place: the results' update of 300 000 runs took mysqld 7.5 s with the
+    /// text and 5.2–5.7 s without (docs/benchmarks.md, twenty-fifth round).
     pub trigger_msg: String,
     /// When this run's request started.
     pub at: i64,
     /// When the fire's requests started going out (its dispatch round): the fire row keeps the
     /// first such time as its dispatch time.
     pub fire_sent_at: i64,
-}
-
-impl RunUpdate {
-    /// The answer's message as the row keeps it: none for the usual acceptance, which
-    /// `RUN_COLS` reads back as [`accepted_msg`]. Written out, it made every run's row longer
-    /// at its answer, and InnoDB moves a row that changes size instead of updating it in
-    /// place: the results' update of 300 000 runs took mysqld 7.5 s with the text and 5.2–5.7 s
-    /// without (docs/benchmarks.md, twenty-fifth round).
-    fn stored_msg(&self) -> &str {
-        if self.trigger_code == 200
-            && self.trigger_msg.strip_prefix(accepted_by!()) == Some(self.executor_address.as_str())
-        {
-            ""
-        } else {
-            &self.trigger_msg
-        }
-    }
 }
 
 /// How the runs [`Store::add_attempts`] replaces end, written in the transaction that adds their
@@ -615,7 +597,7 @@ impl Store {
                             first_sent = Some(first_sent.map_or(u.fire_sent_at, |t| t.min(u.fire_sent_at)));
                             sqlx::query("UPDATE runs SET state = ?, executor_address = ?, trigger_code = ?, trigger_msg = ?, handle_msg = ?, dispatched_at = ?, finished_at = ? WHERE id = ? AND state = 'triggering'")
                                 .bind(RunState::Failed.as_str()).bind(&u.executor_address).bind(u.trigger_code)
-                                .bind(u.stored_msg()).bind(&u.trigger_msg).bind(u.at).bind(u.at).bind(*replaced)
+                                .bind(u.trigger_msg.as_str()).bind(&u.trigger_msg).bind(u.at).bind(u.at).bind(*replaced)
                                 .execute(&mut *tx).await?.rows_affected()
                         }
                         None => 0,
@@ -715,7 +697,11 @@ impl Store {
                     Some(u) => merged
                         .entry((
                             key,
-                            (u.executor_address.as_str(), u.trigger_code, u.stored_msg()),
+                            (
+                                u.executor_address.as_str(),
+                                u.trigger_code,
+                                u.trigger_msg.as_str(),
+                            ),
                         ))
                         .or_default()
                         .push([Some(*run_id), Some(u.at)]),
@@ -816,7 +802,7 @@ impl Store {
                     && applied.contains_key(&u.run_id);
                 if !written {
                     answers
-                        .entry((u.state.as_str(), (u.executor_address.as_str(), u.trigger_code, u.stored_msg())))
+                        .entry((u.state.as_str(), (u.executor_address.as_str(), u.trigger_code, u.trigger_msg.as_str())))
                         .or_default()
                         .push([Some(u.run_id), Some(u.at)]);
                 }

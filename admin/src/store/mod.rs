@@ -26,8 +26,7 @@ mod users;
 
 pub use audit::AuditFilter;
 pub use fires::{
-    accepted_msg, CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter,
-    RunUpdate,
+    CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter, RunUpdate,
 };
 pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};
