@@ -1288,3 +1288,43 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{answer, CallError};
+    use crate::model::RunState;
+    use shardline_executor::protocol::Envelope;
+
+    /// An acceptance carries no message (the row keeps none; reads give `accepted by <address>`),
+    /// any other answer says what it was and from whom.
+    #[test]
+    fn an_accepted_answer_carries_no_message() {
+        let at = "http://10.0.0.1:9999/";
+        assert_eq!(
+            answer(Ok(Envelope::success(None)), at),
+            (RunState::Running, 200, String::new(), false)
+        );
+        assert_eq!(
+            answer(Ok(Envelope::fail("busy")), at),
+            (
+                RunState::Failed,
+                500,
+                "refused by http://10.0.0.1:9999/: busy".to_string(),
+                false
+            )
+        );
+        let unanswered = CallError {
+            transport: true,
+            message: "connection refused".into(),
+        };
+        assert_eq!(
+            answer(Err(unanswered), at),
+            (
+                RunState::Failed,
+                500,
+                "connection refused".to_string(),
+                true
+            )
+        );
+    }
+}
