@@ -60,7 +60,7 @@ impl BenchDb {
                 })
             }
             DbKind::Mysql => {
-                let name = format!("{}{label}", own_db_prefix());
+                let name = format!("{}{label}", sys::run_prefix('_'));
                 let mut conn = sqlx::MySqlConnection::connect(&format!("{mysql_server}/mysql"))
                     .await
                     .map_err(|e| anyhow::anyhow!("MariaDB at {mysql_server}: {e}"))?;
@@ -112,11 +112,6 @@ impl BenchDb {
     }
 }
 
-/// The start of the name of every MariaDB database this harness process creates.
-fn own_db_prefix() -> String {
-    sys::run_prefix('_')
-}
-
 /// Which of the harness's MariaDB databases [`drop_dbs`] drops.
 pub enum Whose {
     /// This process's: after a run stopped part way (a signal), whose scenarios did not get to
@@ -138,7 +133,7 @@ pub async fn drop_dbs(mysql_server: &str, whose: Whose) -> usize {
             .fetch_all(&mut conn)
             .await
             .unwrap_or_default();
-    let own = own_db_prefix();
+    let own = sys::run_prefix('_');
     let mut dropped = 0;
     for name in names.iter().filter(|n| match whose {
         Whose::Own => n.starts_with(&own),

@@ -170,13 +170,18 @@ pub fn free_port() -> std::io::Result<u16> {
 /// `shardline_bench_`, then the harness's process id and `sep`. A run killed by SIGKILL cannot
 /// remove them; the id tells a later run that their maker has exited ([`made_by_exited_run`]).
 pub fn run_prefix(sep: char) -> String {
-    format!("shardline{sep}bench{sep}{}{sep}", std::process::id())
+    format!("{}{}{sep}", harness_stem(sep), std::process::id())
+}
+
+/// `shardline-bench-` or `shardline_bench_`: what every name of [`run_prefix`] begins with.
+fn harness_stem(sep: char) -> String {
+    format!("shardline{sep}bench{sep}")
 }
 
 /// Whether `name` begins as [`run_prefix`] does for a process that is no longer there. A process
 /// not yet reaped (a zombie) still counts as there; so does any process that took its id since.
 pub fn made_by_exited_run(name: &str, sep: char) -> bool {
-    name.strip_prefix(&format!("shardline{sep}bench{sep}"))
+    name.strip_prefix(&harness_stem(sep))
         .and_then(|rest| rest.split_once(sep))
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
         .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
