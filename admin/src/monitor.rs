@@ -244,8 +244,8 @@ impl LostRuns {
         }
     }
 
-    /// One look at a page of the open runs: those after `after_id`, which moves on to the last
-    /// one looked at, and back to the start after the last page. With more open runs than a
+    /// One look at a page of the open runs, from `after_id` on (`Store::open_runs` moves it on
+    /// to the page's end, and back to the start after the last page). With more open runs than a
     /// page (a fixed-item job of thousands of items running for hours), the sweeps take turns
     /// over all of them: always reading the first page, a run opened after those was never
     /// judged while they stayed open, and a dead executor's runs among the later ones stayed
@@ -259,19 +259,13 @@ impl LostRuns {
         // Give a fresh dispatch time to be accepted before judging it. A run its executor has
         // accepted is judged at once: an executor killed in the first second of a run must not
         // wait an extra sweep to be found out.
-        let from = *after_id;
         let open = self
             .store
-            .open_runs(now - 1_000, from, OPEN_RUNS_PAGE)
+            .open_runs(now - 1_000, after_id, OPEN_RUNS_PAGE)
             .await?;
-        *after_id = match open.last() {
-            Some(last) if open.len() as i64 == OPEN_RUNS_PAGE => last.id,
-            _ => 0,
-        };
         if open.is_empty() {
-            if from == 0 {
-                strikes.clear();
-            }
+            // No run is open: no executor's strikes still matter.
+            strikes.clear();
             return Ok(0);
         }
         let live: HashSet<String> = self

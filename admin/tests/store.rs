@@ -1736,6 +1736,72 @@ async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
     .await;
 }
 
+/// The lost-run watch reads the open runs a page a sweep and must come round to every one of
+/// them, never spending a sweep on an empty page while runs are open.
+#[tokio::test]
+async fn open_runs_are_read_a_page_at_a_time_and_round_again() {
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-open"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "open"), 1).await.unwrap();
+        let mut runs = Vec::new();
+        for at in 1..=5 {
+            runs.push(one_run_fire(&s, j, g, at * 100).await.1);
+        }
+        let (unsent_before, limit) = (10_000, 2);
+        let page = |cursor: i64| {
+            let s = s.clone();
+            async move {
+                let mut cursor = cursor;
+                let ids: Vec<i64> = s
+                    .open_runs(unsent_before, &mut cursor, limit)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.id)
+                    .collect();
+                (ids, cursor)
+            }
+        };
+        let (r1, r2, r3, r4, r5) = (runs[0], runs[1], runs[2], runs[3], runs[4]);
+        assert_eq!(page(0).await, (vec![r1, r2], r2), "{kind}");
+        assert_eq!(page(r2).await, (vec![r3, r4], r4), "{kind}");
+        assert_eq!(
+            page(r4).await,
+            (vec![r5], 0),
+            "{kind}: a short page ends the round"
+        );
+        assert_eq!(
+            s.open_runs(450, &mut 0, 10).await.unwrap().len(),
+            4,
+            "{kind}: a run not yet sent is open only once it had its time to be"
+        );
+
+        // The open runs now end exactly at a page's end: after it comes the first page, not an
+        // empty one.
+        s.finish_run(r5, RunState::Lost, 500, "gone", 1_000)
+            .await
+            .unwrap();
+        assert_eq!(page(r2).await, (vec![r3, r4], r4), "{kind}");
+        assert_eq!(page(r4).await, (vec![r1, r2], r2), "{kind}: round again");
+        // So does a cursor whose later runs have all ended since.
+        s.finish_run(r4, RunState::Lost, 500, "gone", 1_000)
+            .await
+            .unwrap();
+        s.finish_run(r3, RunState::Lost, 500, "gone", 1_000)
+            .await
+            .unwrap();
+        assert_eq!(page(r2).await, (vec![r1, r2], r2), "{kind}");
+
+        for id in [r1, r2] {
+            s.finish_run(id, RunState::Lost, 500, "gone", 1_000)
+                .await
+                .unwrap();
+        }
+        assert_eq!(page(r2).await, (vec![], 0), "{kind}: none open");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
     each_db(|s, kind| async move {

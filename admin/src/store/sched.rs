@@ -568,8 +568,12 @@ impl Store {
     /// Open runs that may be lost: every run an executor accepted, and runs still waiting for
     /// their dispatch since before `unsent_before`. Only what the watch judges them by is read.
     ///
-    /// Up to `limit` of them with ids above `after_id`, oldest first: the watch pages through
-    /// them, one page a sweep.
+    /// Up to `limit` of them, oldest first, from the page `cursor` points at: the watch pages
+    /// through them, one page a sweep. `cursor` is the id the previous page ended at (0: from
+    /// the start); it moves to this page's last id when the page is full, and back to 0 after a
+    /// shorter one. A page that comes back empty although the cursor was not at the start (the
+    /// open runs ended exactly at the previous page's end, or those after it have since ended)
+    /// is read again from the start: a sweep is never spent on an empty page while runs are open.
     ///
     /// The watch asks every second, so this must read only the open runs, through the state
     /// index. MariaDB chose to walk the primary key instead (for `ORDER BY id … LIMIT`) whenever
@@ -579,7 +583,7 @@ impl Store {
     pub async fn open_runs(
         &self,
         unsent_before: i64,
-        after_id: i64,
+        cursor: &mut i64,
         limit: i64,
     ) -> StoreResult<Vec<OpenRun>> {
         let hint = match self.dialect() {
@@ -587,10 +591,19 @@ impl Store {
             Dialect::Sqlite => "",
         };
         let sql = format!("SELECT id, fire_id, job_id, group_id, executor_address, created_at, NULLIF(dispatched_at, 0) AS dispatched_at FROM runs{hint} WHERE superseded = 0 AND (state = 'running' OR (state = 'triggering' AND created_at < ?)) AND id > ? ORDER BY id LIMIT ?");
-        Ok(
-            with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
-            .bind(unsent_before).bind(after_id).bind(limit).fetch_all(pool).await)?,
-        )
+        let mut page = Vec::new();
+        for after_id in [*cursor, 0] {
+            page = with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
+                .bind(unsent_before).bind(after_id).bind(limit).fetch_all(pool).await)?;
+            if !page.is_empty() || after_id == 0 {
+                break;
+            }
+        }
+        *cursor = match page.last() {
+            Some(last) if page.len() as i64 == limit => last.id,
+            _ => 0,
+        };
+        Ok(page)
     }
 }
 
