@@ -15,14 +15,7 @@ use crate::model::{Fire, FireState, Run, RunState};
 // answer of a run its executor accepted is stored as code 200 with no message, and read as
 // `accepted by <address>` (see `RunUpdate::trigger_msg`).
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
-/// How the answer of a run its executor accepted begins; the executor's address follows.
-macro_rules! accepted_by {
-    () => {
-        "accepted by "
-    };
-}
-
-pub(crate) const RUN_COLS: &str = concat!("id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('", accepted_by!(), "', executor_address) ELSE trigger_msg END AS trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries");
+pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('accepted by ', executor_address) ELSE trigger_msg END AS trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
 
 /// Longest fire message kept; a longer one is cut (at a character boundary).
 const MESSAGE_MAX_BYTES: usize = 4000;
