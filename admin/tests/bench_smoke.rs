@@ -39,6 +39,17 @@ fn cargo_bench(sub: &str) -> Command {
     cmd
 }
 
+/// Builds the harness binary (cargo does nothing when it is current).
+fn build_harness() {
+    let built = cargo_bench("build").status().expect("cargo runs");
+    assert!(built.success(), "cannot build the harness");
+}
+
+/// A command that runs the harness binary [`build_harness`] built.
+fn harness() -> Command {
+    Command::new(profile_dir().join("examples").join("bench"))
+}
+
 /// Runs that start processes take turns: one run's clearing up would otherwise remove what
 /// another test's killed run left before that test has looked, and runs measured side by side
 /// take each other's cores.
@@ -166,11 +177,10 @@ struct LongRun {
 
 impl LongRun {
     fn start() -> LongRun {
-        let built = cargo_bench("build").status().expect("cargo runs");
-        assert!(built.success(), "cannot build the harness");
+        build_harness();
         let out = tempfile::tempdir().expect("tempdir");
         let stdout = out.path().join("stdout.txt");
-        let mut harness = Command::new(profile_dir().join("examples").join("bench"))
+        let mut harness = harness()
             .args([
                 "--quick",
                 "--db",
@@ -295,7 +305,7 @@ fn a_killed_run_takes_its_admin_with_it_and_the_next_run_clears_up() {
 
     // The next run, of anything on MariaDB, clears up before it measures.
     let out = tempfile::tempdir().expect("tempdir");
-    let next = Command::new(profile_dir().join("examples").join("bench"))
+    let next = harness()
         .args(["--quick", "--db", "mysql", "--only", "floor"])
         .args(["--mysql-url", &mysql_url(), "--out"])
         .arg(out.path().join("report.json"))
@@ -312,10 +322,9 @@ fn a_killed_run_takes_its_admin_with_it_and_the_next_run_clears_up() {
 /// before anything starts, naming the flag.
 #[test]
 fn zero_counts_are_refused() {
-    let built = cargo_bench("build").status().expect("cargo runs");
-    assert!(built.success(), "cannot build the harness");
+    build_harness();
     for flag in ["--jobs", "--window-s", "--executors"] {
-        let out = Command::new(profile_dir().join("examples").join("bench"))
+        let out = harness()
             .args(["--quick", flag, "0"])
             .output()
             .expect("harness runs");
@@ -333,8 +342,7 @@ fn zero_counts_are_refused() {
 /// after minutes of measuring.
 #[test]
 fn bad_paths_are_refused_before_the_run() {
-    let built = cargo_bench("build").status().expect("cargo runs");
-    assert!(built.success(), "cannot build the harness");
+    build_harness();
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").expect("file");
@@ -369,7 +377,7 @@ fn bad_paths_are_refused_before_the_run() {
         ),
     ];
     for (args, expected) in cases {
-        let out = Command::new(profile_dir().join("examples").join("bench"))
+        let out = harness()
             .args(["--quick", "--only", "idle"])
             .args(args)
             .output()
@@ -391,8 +399,7 @@ fn bad_paths_are_refused_before_the_run() {
 #[test]
 fn a_peer_given_by_a_relative_path_is_started() {
     let _one = ONE_RUN_AT_A_TIME.lock();
-    let built = cargo_bench("build").status().expect("cargo runs");
-    assert!(built.success(), "cannot build the harness");
+    build_harness();
     let dir = tempfile::tempdir().expect("tempdir");
     // Not a peer: it shows that it was started, then exits, which fails the peer's scenario.
     let script = dir.path().join("peer.sh");
@@ -400,7 +407,7 @@ fn a_peer_given_by_a_relative_path_is_started() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
     let started = dir.path().join("started");
-    let out = Command::new(profile_dir().join("examples").join("bench"))
+    let out = harness()
         .current_dir(dir.path())
         .args(["--quick", "--db", "sqlite", "--only", "idle"])
         .args(["--peer", "ratchjob", "--ratchjob-bin", "peer.sh"])
