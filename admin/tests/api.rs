@@ -273,6 +273,11 @@ async fn groups_crud_validation_and_errors() {
             "not an http(s) URL",
         ),
         (
+            json!({"appname": "t5b", "addresses": ["http://bad host:9999/"]}),
+            "addresses",
+            "not an http(s) URL",
+        ),
+        (
             json!({"appname": "t6", "generation": "V99"}),
             "generation",
             "CLASSIC",

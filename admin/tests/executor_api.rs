@@ -157,6 +157,16 @@ async fn registry_and_registry_remove() {
         let long_addr = format!("http://{}/", "a".repeat(300));
         let v = call(&admin, "/api/registry", registry("reg-app", &long_addr)).await;
         expect_fail(&v, "registryValue");
+        // An address no run request could be sent to is refused with its reason, not listed.
+        for bad in [
+            "not a url",
+            "127.0.0.1:9999",
+            "http://bad host:9/",
+            "http://a:1/,http://b:2/",
+        ] {
+            let v = call(&admin, "/api/registry", registry("reg-app", bad)).await;
+            expect_fail(&v, "registryValue is not an http(s) URL");
+        }
         assert_eq!(executors().await, json!([]));
 
         // Register under both prefixes; the extension metadata is kept; beats are idempotent.

@@ -73,6 +73,11 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     if address.chars().count() > 255 {
         return fail("Illegal Argument: registryValue is longer than 255 characters.");
     }
+    // XXL-JOB's admin lists any value; then every run sent to it fails. A removal stays lenient,
+    // so that such an entry can still be taken out.
+    if !crate::trigger::is_executor_address(&address) {
+        return fail("Illegal Argument: registryValue is not an http(s) URL.");
+    }
     let meta = req
         .meta
         .as_ref()
