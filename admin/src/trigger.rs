@@ -1231,7 +1231,7 @@ pub fn normalize_address(a: &str) -> String {
 
 /// Whether `a` can be an executor's address: an absolute http(s) URL with a host, without the
 /// comma that separates a group's addresses. Checked where addresses come in (a manual group's
-/// list, a registration), so that a bad one is refused there with its reason instead of being
+/// list, a registration, a trigger's chosen executors), so that a bad one is refused there with its reason instead of being
 /// listed as an executor and failing every run sent to it.
 pub fn is_executor_address(a: &str) -> bool {
     let a = a.trim();

@@ -933,6 +933,12 @@ async fn job_rules_are_enforced() {
         "not an http(s) URL",
     );
     expect_error(
+        &trig(Body::Json(json!({"addresses": ["http://bad host:9999/"]}))).await,
+        400,
+        Some("addresses"),
+        "not an http(s) URL",
+    );
+    expect_error(
         &trig(Body::Json(json!({"shard": {"index": 2, "total": 2}}))).await,
         400,
         Some("shard"),

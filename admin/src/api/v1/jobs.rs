@@ -628,7 +628,7 @@ async fn trigger(
             ));
         }
         for a in &addrs {
-            if !(a.starts_with("http://") || a.starts_with("https://")) {
+            if !crate::trigger::is_executor_address(a) {
                 return Err(ApiError::field(
                     "addresses",
                     format!("{a:?} is not an http(s) URL"),
