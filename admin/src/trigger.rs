@@ -1229,19 +1229,6 @@ pub fn normalize_address(a: &str) -> String {
     }
 }
 
-/// Whether `a` can be an executor's address: an absolute http(s) URL with a host, without the
-/// comma that separates a group's addresses. Checked where addresses come in (a manual group's
-/// list, a registration, a trigger's chosen executors), so that a bad one is refused there with its reason instead of being
-/// listed as an executor and failing every run sent to it.
-pub fn is_executor_address(a: &str) -> bool {
-    let a = a.trim();
-    !a.contains(',')
-        && a.parse::<hyper::http::Uri>().is_ok_and(|u| {
-            matches!(u.scheme_str(), Some("http" | "https"))
-                && u.host().is_some_and(|h| !h.is_empty())
-        })
-}
-
 /// Why a request to an executor failed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallError {
@@ -1304,35 +1291,9 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
-    use super::{answer, is_executor_address, CallError};
+    use super::{answer, CallError};
     use crate::model::RunState;
     use shardline_executor::protocol::Envelope;
-
-    /// What a registration or a manual group may name as an executor: what a run request can be
-    /// sent to, and nothing that would split a comma-separated list of addresses.
-    #[test]
-    fn an_executor_address_is_an_http_url_with_a_host() {
-        for good in [
-            "http://127.0.0.1:9999/",
-            "http://10.0.0.1:9999",
-            " https://exec.example.com:8443/xxl/ ",
-            "http://[::1]:9999/",
-        ] {
-            assert!(is_executor_address(good), "{good:?}");
-        }
-        for bad in [
-            "not a url/",
-            "127.0.0.1:9999/",
-            "ftp://10.0.0.1/",
-            "http://",
-            "http:///run",
-            "http://bad host:9999/",
-            "http://10.0.0.1:9999/,http://10.0.0.2:9999/",
-            "",
-        ] {
-            assert!(!is_executor_address(bad), "{bad:?}");
-        }
-    }
 
     /// An acceptance carries no message (the row keeps none; reads give `accepted by <address>`),
     /// any other answer says what it was and from whom.

@@ -311,15 +311,14 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
+/// The admin refuses a registered address by the same rule, so a bad one fails here, at start.
 fn check_http_url(what: &str, v: &str) -> Result<(), ConfigError> {
-    let rest = v
-        .strip_prefix("http://")
-        .or_else(|| v.strip_prefix("https://"));
-    match rest {
-        Some(host) if !host.is_empty() && !host.starts_with('/') && !v.contains(' ') => Ok(()),
-        _ => Err(ConfigError::new(format!(
+    if crate::protocol::is_http_address(v) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(format!(
             "{what} {v:?} must be an http:// or https:// URL with a host"
-        ))),
+        )))
     }
 }
 

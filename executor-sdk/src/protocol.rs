@@ -600,6 +600,20 @@ pub fn token_matches(expected: &str, presented: Option<&str>) -> bool {
     bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
+/// Whether `a` can be an executor's or an admin's address: an absolute http(s) URL with a host,
+/// without the comma that separates a list of addresses. The SDK checks its configuration by it,
+/// and the admin the addresses that come in (a registration, a manual group's list, a trigger's
+/// chosen executors), so that a bad one is refused with its reason where it is given instead of
+/// failing every request sent to it.
+pub fn is_http_address(a: &str) -> bool {
+    let a = a.trim();
+    !a.contains(',')
+        && a.parse::<axum::http::Uri>().is_ok_and(|u| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.host().is_some_and(|h| !h.is_empty())
+        })
+}
+
 /// The `maxNode` rule shared by the SDK (which applies it to each shard it receives) and the admin
 /// (which dispatches only the shards that would run).
 ///
@@ -640,6 +654,32 @@ pub fn parse_max_node(params: &str, shard_total: i32) -> Result<Option<i32>, Str
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What may name an executor or an admin: what a request can be sent to, and nothing that
+    /// would split a comma-separated list of addresses.
+    #[test]
+    fn an_address_is_an_http_url_with_a_host() {
+        for good in [
+            "http://127.0.0.1:9999/",
+            "http://10.0.0.1:9999",
+            " https://exec.example.com:8443/xxl/ ",
+            "http://[::1]:9999/",
+        ] {
+            assert!(is_http_address(good), "{good:?}");
+        }
+        for bad in [
+            "not a url/",
+            "127.0.0.1:9999/",
+            "ftp://10.0.0.1/",
+            "http://",
+            "http:///run",
+            "http://bad host:9999/",
+            "http://10.0.0.1:9999/,http://10.0.0.2:9999/",
+            "",
+        ] {
+            assert!(!is_http_address(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn envelope_emits_both_payload_keys() {

@@ -75,7 +75,7 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     }
     // XXL-JOB's admin lists any value; then every run sent to it fails. A removal stays lenient,
     // so that such an entry can still be taken out.
-    if !crate::trigger::is_executor_address(&address) {
+    if !shardline_executor::protocol::is_http_address(&address) {
         return fail("Illegal Argument: registryValue is not an http(s) URL.");
     }
     let meta = req

@@ -117,7 +117,7 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         None => current.map(Group::manual_addresses).unwrap_or_default(),
     };
     for a in &addresses {
-        if !crate::trigger::is_executor_address(a) {
+        if !shardline_executor::protocol::is_http_address(a) {
             return Err(ApiError::field(
                 "addresses",
                 format!("{a:?} is not an http(s) URL"),

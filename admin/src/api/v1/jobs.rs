@@ -628,7 +628,7 @@ async fn trigger(
             ));
         }
         for a in &addrs {
-            if !crate::trigger::is_executor_address(a) {
+            if !shardline_executor::protocol::is_http_address(a) {
                 return Err(ApiError::field(
                     "addresses",
                     format!("{a:?} is not an http(s) URL"),
