@@ -209,10 +209,13 @@ fn main() -> anyhow::Result<()> {
         .contains(&DbKind::Mysql)
         .then(|| args.mysql_url.clone());
     let code = rt.block_on(async {
+        // The handlers are in place before the run starts anything: a signal that came before
+        // them would end the harness by its default action and leave the admin it had started.
+        let stop = stop_signal();
         let mut work = Box::pin(run(args));
         let signal = tokio::select! {
             code = &mut work => return code,
-            signal = stop_signal() => signal,
+            signal = stop => signal,
         };
         // Dropping the run kills and reaps the processes it started and removes its folders (their
         // `Drop`s); its MariaDB databases need a connection, so they are dropped here. Without
@@ -255,19 +258,23 @@ fn unwritable(out: &std::path::Path, e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("cannot write the report to {}: {e}", out.display())
 }
 
-/// Waits for SIGINT or SIGTERM and returns its number.
-async fn stop_signal() -> i32 {
+/// Installs handlers for SIGINT and SIGTERM at once (not at the first poll); the future waits
+/// for either and returns its number.
+fn stop_signal() -> impl std::future::Future<Output = i32> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        // Without handlers the signals keep their default action (the process ends).
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => libc::SIGINT,
-        _ = term.recv() => libc::SIGTERM,
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = handlers else {
+            // Without handlers the signals keep their default action (the process ends).
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => libc::SIGINT,
+            _ = term.recv() => libc::SIGTERM,
+        }
     }
 }
 
