@@ -49,14 +49,15 @@ async fn list_fires(
     if let Some(s) = &state {
         crate::model::FireState::parse(s).map_err(|e| ApiError::field("state", e))?;
     }
+    let (offset, limit) = requested_page(q.offset, q.limit)?;
     let f = FireFilter {
         group_ids: caller.group_scope(),
         job_id: q.job_id,
         state,
         from_ms: q.from,
         to_ms: q.to,
-        offset: q.offset.max(0),
-        limit: requested_page(q.limit),
+        offset,
+        limit,
     };
     let (items, total) = st.store.list_fires(&f).await?;
     Ok(Json(Page {
@@ -317,7 +318,7 @@ async fn list_runs(
     if let Some(s) = q.state.as_deref().filter(|s| !s.is_empty()) {
         RunState::parse(s).map_err(|e| ApiError::field("state", e))?;
     }
-    let limit = requested_page(q.limit);
+    let (offset, limit) = requested_page(q.offset, q.limit)?;
     let f = RunFilter {
         group_ids: caller.group_scope(),
         job_id: q.job_id,
@@ -325,7 +326,7 @@ async fn list_runs(
         state: q.state.filter(|s| !s.is_empty()),
         from_ms: q.from,
         to_ms: q.to,
-        offset: q.offset.max(0),
+        offset,
         limit,
     };
     let (items, total) = st.store.list_runs(&f).await?;

@@ -5,6 +5,7 @@ use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+use super::jobs::check_len;
 use crate::api::error::{Json, Path};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, AddressType, Group};
@@ -15,6 +16,18 @@ pub fn routes() -> Router<AppState> {
         .route("/groups", get(list).post(create))
         .route("/groups/{id}", get(get_one).put(update).delete(remove))
         .route("/groups/{id}/executors", get(executors))
+}
+
+/// One address in an `addresses` field (a MANUAL group's list, a manual trigger's choice): one an
+/// executor could be reached at, and one a run can record (its column holds 255 characters).
+pub(super) fn check_executor_address(a: &str) -> Result<(), ApiError> {
+    if !shardline_executor::protocol::is_http_address(a) {
+        return Err(ApiError::field(
+            "addresses",
+            format!("{a:?} is not an http(s) URL"),
+        ));
+    }
+    check_len("addresses", a, 255)
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,19 +130,7 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         None => current.map(Group::manual_addresses).unwrap_or_default(),
     };
     for a in &addresses {
-        if !shardline_executor::protocol::is_http_address(a) {
-            return Err(ApiError::field(
-                "addresses",
-                format!("{a:?} is not an http(s) URL"),
-            ));
-        }
-        // Runs record their executor's address in a 255-character column.
-        if a.chars().count() > 255 {
-            return Err(ApiError::field(
-                "addresses",
-                "each address must be at most 255 characters",
-            ));
-        }
+        check_executor_address(a)?;
     }
     if address_type == "MANUAL" && addresses.is_empty() {
         return Err(ApiError::field(
@@ -151,12 +152,7 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         .access_token
         .or_else(|| current.map(|g| g.access_token.clone()))
         .unwrap_or_default();
-    if access_token.chars().count() > 255 {
-        return Err(ApiError::field(
-            "access_token",
-            "must be at most 255 characters",
-        ));
-    }
+    check_len("access_token", &access_token, 255)?;
     Ok(GroupInput {
         appname,
         title,

@@ -139,7 +139,7 @@ fn view(job: Job) -> JobView {
 const MAX_TEXT_BYTES: usize = 65_535;
 
 /// Refuses what the database column could not store (MySQL would fail the write).
-fn check_len(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
+pub(super) fn check_len(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
     if v.chars().count() > max_chars {
         return Err(ApiError::field(
             field,
@@ -416,9 +416,19 @@ struct ListQuery {
 /// Rows per page when a list request names none.
 const DEFAULT_PAGE: i64 = 50;
 
-/// The page size of a list request: its `limit`, or [`DEFAULT_PAGE`], within the store's bounds.
-pub fn requested_page(limit: Option<i64>) -> i64 {
-    crate::store::page_limit(limit.unwrap_or(DEFAULT_PAGE))
+/// The `(offset, limit)` of a list request. A negative offset or a page size below one is refused
+/// (such a request means a client's paging is wrong, and an answer would hide it); no `limit`
+/// means [`DEFAULT_PAGE`], and one above the store's most is brought down to it, the page
+/// reporting the size it gives, so a client pages on.
+pub fn requested_page(offset: i64, limit: Option<i64>) -> Result<(i64, i64), ApiError> {
+    if offset < 0 {
+        return Err(ApiError::field("offset", "must be 0 or more"));
+    }
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if limit < 1 {
+        return Err(ApiError::field("limit", "must be 1 or more"));
+    }
+    Ok((offset, crate::store::page_limit(limit)))
 }
 
 #[derive(Debug, Serialize)]
@@ -434,14 +444,14 @@ async fn list(
     caller: Caller,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Page<JobView>>, ApiError> {
-    let limit = requested_page(q.limit);
+    let (offset, limit) = requested_page(q.offset, q.limit)?;
     let f = JobFilter {
         group_ids: caller.group_scope(),
         group_id: q.group_id,
         name: q.name.filter(|s| !s.is_empty()),
         handler: q.handler.filter(|s| !s.is_empty()),
         enabled: q.enabled,
-        offset: q.offset.max(0),
+        offset,
         limit,
     };
     let (rows, total) = st.store.list_jobs(&f).await?;
@@ -628,13 +638,7 @@ async fn trigger(
             ));
         }
         for a in &addrs {
-            if !shardline_executor::protocol::is_http_address(a) {
-                return Err(ApiError::field(
-                    "addresses",
-                    format!("{a:?} is not an http(s) URL"),
-                ));
-            }
-            check_len("addresses", a, 255)?;
+            super::groups::check_executor_address(a)?;
         }
         req.addresses = Some(addrs);
     }

@@ -72,6 +72,9 @@ async fn nodes(
 /// The OpenAPI 3.0 description of `/api/v1`.
 pub fn openapi() -> Value {
     let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}});
+    // Paging of every list (`jobs::requested_page`): a limit above the most is brought down to it.
+    let offset = json!({"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}});
+    let limit = json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50, "description": "page size; above 1000 gives 1000, and the page's limit says so"}});
     let page = |desc: &str| json!({"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Page"}}}});
     let obj = |desc: &str, schema: &str| json!({"description": desc, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
     let body = |schema: &str| json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
@@ -113,8 +116,8 @@ pub fn openapi() -> Value {
                     {"name": "name", "in": "query", "schema": {"type": "string"}},
                     {"name": "handler", "in": "query", "schema": {"type": "string"}},
                     {"name": "enabled", "in": "query", "schema": {"type": "boolean"}},
-                    {"name": "offset", "in": "query", "schema": {"type": "integer"}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                    offset.clone(),
+                    limit.clone()],
                     "responses": with_errors(json!({"200": page("jobs")}))},
                 "post": {"summary": "Create a job", "requestBody": body("Job"), "responses": with_errors(json!({"201": obj("created", "Job")}))}
             },
@@ -139,8 +142,8 @@ pub fn openapi() -> Value {
                 {"name": "state", "in": "query", "schema": {"type": "string", "enum": ["scheduled", "skipped", "triggering", "running", "succeeded", "failed"]}},
                 {"name": "from", "in": "query", "schema": {"type": "integer", "description": "planned time from, epoch ms"}},
                 {"name": "to", "in": "query", "schema": {"type": "integer", "description": "planned time to, epoch ms"}},
-                {"name": "offset", "in": "query", "schema": {"type": "integer"}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                offset.clone(),
+                limit.clone()],
                 "responses": with_errors(json!({"200": page("fires")}))}},
             "/fires/clear": {"post": {"summary": "Delete ended fires and their runs: of a group or job (else every group the caller has), older than some days, all but the newest N, or all. Open fires, and fires whose alarm or child jobs are still to come, are kept.",
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {
@@ -156,8 +159,8 @@ pub fn openapi() -> Value {
                 {"name": "state", "in": "query", "schema": {"$ref": "#/components/schemas/RunState"}},
                 {"name": "from", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
                 {"name": "to", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
-                {"name": "offset", "in": "query", "schema": {"type": "integer"}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                offset.clone(),
+                limit.clone()],
                 "responses": with_errors(json!({"200": page("runs")}))}},
             "/runs/{id}": {"parameters": [id], "get": {"summary": "Get a run", "responses": with_errors(json!({"200": obj("run", "Run")}))}},
             "/runs/{id}/log": {"parameters": [id, {"name": "from_line", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
@@ -170,8 +173,8 @@ pub fn openapi() -> Value {
                 {"name": "username", "in": "query", "schema": {"type": "string"}},
                 {"name": "from", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
                 {"name": "to", "in": "query", "schema": {"type": "integer", "description": "epoch ms"}},
-                {"name": "offset", "in": "query", "schema": {"type": "integer"}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+                offset.clone(),
+                limit.clone()],
                 "responses": with_errors(json!({"200": {"description": "audit entries (id, at, user_id, username, console, method, path, status)"}}))}},
             "/users/me": {"get": {"summary": "The calling user", "responses": with_errors(json!({"200": {"description": "user"}}))}},
             "/users/{id}": {"parameters": [id],

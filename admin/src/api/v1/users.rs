@@ -47,12 +47,13 @@ async fn list_audit(
     Query(q): Query<AuditQuery>,
 ) -> Result<Json<Page<AuditEntry>>, ApiError> {
     caller.require_admin()?;
+    let (offset, limit) = requested_page(q.offset, q.limit)?;
     let f = AuditFilter {
         username: q.username.filter(|u| !u.trim().is_empty()),
         from_ms: q.from,
         to_ms: q.to,
-        offset: q.offset.max(0),
-        limit: requested_page(q.limit),
+        offset,
+        limit,
     };
     let (items, total) = st.store.list_audit(&f).await?;
     Ok(Json(Page {
