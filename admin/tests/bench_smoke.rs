@@ -172,7 +172,8 @@ struct LongRun {
     admin: u32,
     /// The run's folder of logs.
     logs: PathBuf,
-    _out: tempfile::TempDir,
+    /// Holds the report and what the harness printed (`stdout.txt`, `stderr.txt`).
+    out: tempfile::TempDir,
 }
 
 impl LongRun {
@@ -194,7 +195,7 @@ impl LongRun {
             .arg(out.path().join("report.json"))
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout).expect("stdout file"))
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(out.path().join("stderr.txt")).expect("stderr file"))
             .spawn()
             .expect("harness starts");
         let pid = harness.id();
@@ -227,8 +228,19 @@ impl LongRun {
             pid,
             admin,
             logs,
-            _out: out,
+            out,
         }
+    }
+
+    /// What the harness printed, for a failure's message.
+    fn output(&self) -> String {
+        let read =
+            |name: &str| std::fs::read_to_string(self.out.path().join(name)).unwrap_or_default();
+        format!(
+            "stdout:\n{}\nstderr:\n{}",
+            read("stdout.txt"),
+            read("stderr.txt")
+        )
     }
 
     /// Sends `signal` to the harness and waits (up to a minute) for it to end.
@@ -270,7 +282,12 @@ fn a_stopped_run_leaves_nothing_behind() {
     let _one = ONE_RUN_AT_A_TIME.lock();
     let mut run = LongRun::start();
     let status = run.stop(libc::SIGTERM);
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status}");
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGTERM),
+        "{status}\n{}",
+        run.output()
+    );
     assert!(
         !is_running(run.admin),
         "the admin {} is still running",
@@ -287,7 +304,12 @@ fn a_killed_run_takes_its_admin_with_it_and_the_next_run_clears_up() {
     let _one = ONE_RUN_AT_A_TIME.lock();
     let mut run = LongRun::start();
     let status = run.stop(libc::SIGKILL);
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "{status}\n{}",
+        run.output()
+    );
     assert!(
         ends_within(run.admin, Duration::from_secs(10)),
         "the admin {} is still running",
