@@ -242,6 +242,12 @@ impl ExecutorConfig {
         }
         if let Some(a) = &self.address {
             check_http_url("registered address", a)?;
+            let max = crate::protocol::MAX_ADDRESS_CHARS;
+            if a.trim().chars().count() > max {
+                return Err(ConfigError::new(format!(
+                    "registered address must be at most {max} characters"
+                )));
+            }
         }
         if let Some(ip) = &self.ip {
             if ip.trim().is_empty() || ip.contains('/') || ip.chars().any(char::is_whitespace) {
@@ -311,7 +317,8 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
-/// The admin refuses a registered address by the same rule, so a bad one fails here, at start.
+/// The admin refuses a registered address that breaks this rule, so a bad one fails here, at
+/// start, and so does an admin address no request could be sent to.
 fn check_http_url(what: &str, v: &str) -> Result<(), ConfigError> {
     if crate::protocol::is_http_address(v) {
         Ok(())
@@ -418,8 +425,16 @@ mod tests {
         let mut c = ok.clone();
         c.meta.weight = Some(0);
         assert!(c.validate().is_err());
-        let mut c = ok;
+        let mut c = ok.clone();
         c.address = Some("10.0.0.5:9999".into());
         assert!(c.validate().unwrap_err().0.contains("registered address"));
+        // One the admin's runs could not record.
+        let mut c = ok;
+        c.address = Some(format!("http://{}/", "a".repeat(300)));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("at most 255 characters"));
     }
 }

@@ -600,6 +600,11 @@ pub fn token_matches(expected: &str, presented: Option<&str>) -> bool {
     bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
+/// Most characters of an executor's address: a run records the address it was sent to in a
+/// column of this size, so the admin refuses a longer one where it comes in (a registration, a
+/// manual group's list, a trigger's chosen executors), and the SDK at start.
+pub const MAX_ADDRESS_CHARS: usize = 255;
+
 /// Whether `a` can be an executor's or an admin's address: an absolute http(s) URL with a host,
 /// without the comma that separates a list of addresses. The SDK checks its configuration by it,
 /// and the admin the addresses that come in (a registration, a manual group's list, a trigger's

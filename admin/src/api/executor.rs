@@ -70,8 +70,11 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         return fail("Illegal Argument: registryKey is longer than 64 characters.");
     }
     let address = crate::trigger::normalize_address(&req.registry_value);
-    if address.chars().count() > 255 {
-        return fail("Illegal Argument: registryValue is longer than 255 characters.");
+    let max = shardline_executor::protocol::MAX_ADDRESS_CHARS;
+    if address.chars().count() > max {
+        return fail(format!(
+            "Illegal Argument: registryValue is longer than {max} characters."
+        ));
     }
     // XXL-JOB's admin lists any value; then every run sent to it fails. A removal stays lenient,
     // so that such an entry can still be taken out.

@@ -19,7 +19,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// One address in an `addresses` field (a MANUAL group's list, a manual trigger's choice): one an
-/// executor could be reached at, and one a run can record (its column holds 255 characters).
+/// executor could be reached at, and one a run can record.
 pub(super) fn check_executor_address(a: &str) -> Result<(), ApiError> {
     if !shardline_executor::protocol::is_http_address(a) {
         return Err(ApiError::field(
@@ -27,7 +27,11 @@ pub(super) fn check_executor_address(a: &str) -> Result<(), ApiError> {
             format!("{a:?} is not an http(s) URL"),
         ));
     }
-    check_len("addresses", a, 255)
+    check_len(
+        "addresses",
+        a,
+        shardline_executor::protocol::MAX_ADDRESS_CHARS,
+    )
 }
 
 #[derive(Debug, Deserialize)]
