@@ -154,6 +154,21 @@ async fn registry_and_registry_remove() {
         )
         .await;
         expect_fail(&v, "registryKey");
+        // The limit counts characters, as the column does: 64 two-byte ones are stored, 65 are not.
+        let v = call(
+            &admin,
+            "/api/registry",
+            registry(&"é".repeat(64), "http://127.0.0.1:9/"),
+        )
+        .await;
+        expect_ok(&v);
+        let v = call(
+            &admin,
+            "/api/registry",
+            registry(&"é".repeat(65), "http://127.0.0.1:9/"),
+        )
+        .await;
+        expect_fail(&v, "longer than 64 characters");
         let long_addr = format!("http://{}/", "a".repeat(300));
         let v = call(&admin, "/api/registry", registry("reg-app", &long_addr)).await;
         expect_fail(&v, "registryValue");

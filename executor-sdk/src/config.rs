@@ -7,10 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::protocol::{ExecutorMeta, Generation};
-
-/// Longest appname an admin stores (`xxl_job_group.app_name` is `varchar(64)`).
-const MAX_APPNAME_LEN: usize = 64;
+use crate::protocol::{ExecutorMeta, Generation, MAX_APPNAME_CHARS};
 
 /// A configuration value that cannot work, with the setting it concerns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -229,9 +226,9 @@ impl ExecutorConfig {
                 "appname is empty (set SHARDLINE_EXECUTOR_APPNAME or ExecutorConfig::appname)",
             ));
         }
-        if appname.len() > MAX_APPNAME_LEN || appname.chars().any(char::is_whitespace) {
+        if appname.chars().count() > MAX_APPNAME_CHARS || appname.chars().any(char::is_whitespace) {
             return Err(ConfigError::new(format!(
-                "appname {appname:?} must be at most {MAX_APPNAME_LEN} bytes without spaces"
+                "appname {appname:?} must be at most {MAX_APPNAME_CHARS} characters without spaces"
             )));
         }
         if self.admin_addresses.is_empty() {
@@ -416,6 +413,16 @@ mod tests {
         let mut c = ok.clone();
         c.appname = "has space".into();
         assert!(c.validate().is_err());
+        // The limit is the admin's column's, in characters: 64 two-byte ones fit, 65 do not.
+        let mut c = ok.clone();
+        c.appname = "é".repeat(64);
+        assert!(c.validate().is_ok());
+        c.appname = "é".repeat(65);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("at most 64 characters"));
         let mut c = ok.clone();
         c.admin_addresses.clear();
         assert!(c.validate().is_err());

@@ -600,6 +600,11 @@ pub fn token_matches(expected: &str, presented: Option<&str>) -> bool {
     bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
 }
 
+/// Most characters of an appname (an executor group's name, a registration's `registryKey`): the
+/// column that stores it is `VARCHAR(64)`, as XXL-JOB's `xxl_job_group.app_name`. The admin refuses
+/// a longer one where it comes in (a group's save, a registration), and the SDK at start.
+pub const MAX_APPNAME_CHARS: usize = 64;
+
 /// Most characters of an executor's address: a run records the address it was sent to in a
 /// column of this size, so the admin refuses a longer one where it comes in (a registration, a
 /// manual group's list, a trigger's chosen executors), and the SDK at start.

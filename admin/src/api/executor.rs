@@ -66,8 +66,11 @@ async fn registry(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         return fail(m);
     }
     // Sizes of the registry columns: a longer value would fail the write with a database error.
-    if req.registry_key.trim().chars().count() > 64 {
-        return fail("Illegal Argument: registryKey is longer than 64 characters.");
+    let max_key = shardline_executor::protocol::MAX_APPNAME_CHARS;
+    if req.registry_key.trim().chars().count() > max_key {
+        return fail(format!(
+            "Illegal Argument: registryKey is longer than {max_key} characters."
+        ));
     }
     let address = crate::trigger::normalize_address(&req.registry_value);
     let max = shardline_executor::protocol::MAX_ADDRESS_CHARS;

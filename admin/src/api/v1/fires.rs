@@ -9,7 +9,7 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use shardline_executor::protocol::LogResult;
 
-use super::jobs::{requested_page, Page};
+use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, Run, RunState};
@@ -63,8 +63,8 @@ async fn list_fires(
     Ok(Json(Page {
         items,
         total,
-        offset: f.offset,
-        limit: f.limit,
+        offset,
+        limit,
     }))
 }
 
@@ -333,7 +333,7 @@ async fn list_runs(
     Ok(Json(Page {
         items,
         total,
-        offset: f.offset,
+        offset,
         limit,
     }))
 }

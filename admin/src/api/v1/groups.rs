@@ -5,7 +5,7 @@ use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use super::jobs::check_len;
+use super::fields::{check_executor_address, check_len};
 use crate::api::error::{Json, Path};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, AddressType, Group};
@@ -16,22 +16,6 @@ pub fn routes() -> Router<AppState> {
         .route("/groups", get(list).post(create))
         .route("/groups/{id}", get(get_one).put(update).delete(remove))
         .route("/groups/{id}/executors", get(executors))
-}
-
-/// One address in an `addresses` field (a MANUAL group's list, a manual trigger's choice): one an
-/// executor could be reached at, and one a run can record.
-pub(super) fn check_executor_address(a: &str) -> Result<(), ApiError> {
-    if !shardline_executor::protocol::is_http_address(a) {
-        return Err(ApiError::field(
-            "addresses",
-            format!("{a:?} is not an http(s) URL"),
-        ));
-    }
-    check_len(
-        "addresses",
-        a,
-        shardline_executor::protocol::MAX_ADDRESS_CHARS,
-    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -103,8 +87,12 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         .ok_or_else(|| ApiError::field("appname", "is required"))?
         .trim()
         .to_string();
-    if appname.is_empty() || appname.len() > 64 {
-        return Err(ApiError::field("appname", "must be 1 to 64 characters"));
+    let max = shardline_executor::protocol::MAX_APPNAME_CHARS;
+    if appname.is_empty() || appname.chars().count() > max {
+        return Err(ApiError::field(
+            "appname",
+            format!("must be 1 to {max} characters"),
+        ));
     }
     if !appname
         .chars()

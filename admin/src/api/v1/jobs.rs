@@ -8,6 +8,8 @@ use axum::Router;
 use serde::{Deserialize, Serialize, Serializer};
 use shardline_executor::protocol::{BlockStrategy, GlueType};
 
+use super::fields::{check_executor_address, check_len, check_text, in_range};
+use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Checkpoint, Job, MisfireStrategy, ShardingMode, TriggerType};
@@ -132,41 +134,6 @@ fn view(job: Job) -> JobView {
     JobView {
         child_job_id_list: job.child_ids(),
         job,
-    }
-}
-
-/// Bytes a TEXT column holds on MySQL.
-const MAX_TEXT_BYTES: usize = 65_535;
-
-/// Refuses what the database column could not store (MySQL would fail the write).
-pub(super) fn check_len(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
-    if v.chars().count() > max_chars {
-        return Err(ApiError::field(
-            field,
-            format!("must be at most {max_chars} characters"),
-        ));
-    }
-    Ok(())
-}
-
-fn check_text(field: &str, v: &str) -> Result<(), ApiError> {
-    if v.len() > MAX_TEXT_BYTES {
-        return Err(ApiError::field(
-            field,
-            format!("must be at most {MAX_TEXT_BYTES} bytes, got {}", v.len()),
-        ));
-    }
-    Ok(())
-}
-
-fn in_range(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ApiError> {
-    if (lo..=hi).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ApiError::field(
-            field,
-            format!("must be between {lo} and {hi}, got {v}"),
-        ))
     }
 }
 
@@ -413,32 +380,6 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
-/// Rows per page when a list request names none.
-const DEFAULT_PAGE: i64 = 50;
-
-/// The `(offset, limit)` of a list request. A negative offset or a page size below one is refused
-/// (such a request means a client's paging is wrong, and an answer would hide it); no `limit`
-/// means [`DEFAULT_PAGE`], and one above the store's most is brought down to it, the page
-/// reporting the size it gives, so a client pages on.
-pub fn requested_page(offset: i64, limit: Option<i64>) -> Result<(i64, i64), ApiError> {
-    if offset < 0 {
-        return Err(ApiError::field("offset", "must be 0 or more"));
-    }
-    let limit = limit.unwrap_or(DEFAULT_PAGE);
-    if limit < 1 {
-        return Err(ApiError::field("limit", "must be 1 or more"));
-    }
-    Ok((offset, crate::store::page_limit(limit)))
-}
-
-#[derive(Debug, Serialize)]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    pub total: i64,
-    pub offset: i64,
-    pub limit: i64,
-}
-
 async fn list(
     State(st): State<AppState>,
     caller: Caller,
@@ -455,10 +396,11 @@ async fn list(
         limit,
     };
     let (rows, total) = st.store.list_jobs(&f).await?;
+    let items = rows.into_iter().map(view).collect();
     Ok(Json(Page {
-        items: rows.into_iter().map(view).collect(),
+        items,
         total,
-        offset: f.offset,
+        offset,
         limit,
     }))
 }
@@ -638,7 +580,7 @@ async fn trigger(
             ));
         }
         for a in &addrs {
-            super::groups::check_executor_address(a)?;
+            check_executor_address(a)?;
         }
         req.addresses = Some(addrs);
     }

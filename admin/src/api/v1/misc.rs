@@ -72,7 +72,7 @@ async fn nodes(
 /// The OpenAPI 3.0 description of `/api/v1`.
 pub fn openapi() -> Value {
     let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}});
-    // Paging of every list (`jobs::requested_page`): a limit above the most is brought down to it.
+    // Paging of every list (`paging::requested_page`): a limit above the most is brought down to it.
     let offset = json!({"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}});
     let limit = json!({"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50, "description": "page size; above 1000 gives 1000, and the page's limit says so"}});
     let page = |desc: &str| json!({"description": desc, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Page"}}}});

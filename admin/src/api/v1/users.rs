@@ -7,7 +7,7 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use super::jobs::{requested_page, Page};
+use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::auth;
@@ -59,8 +59,8 @@ async fn list_audit(
     Ok(Json(Page {
         items,
         total,
-        offset: f.offset,
-        limit: f.limit,
+        offset,
+        limit,
     }))
 }
 
