@@ -148,8 +148,8 @@ async fn registry_and_registry_remove() {
         }
         // Longer than the registry can hold: refused with a reason, on every database. The limit
         // counts characters, as the column does: 64 two-byte ones are stored.
-        for (key, refused) in [(300, true), (65, true), (64, false)] {
-            let body = registry(&"é".repeat(key), "http://127.0.0.1:9/");
+        for (chars, refused) in [(300, true), (65, true), (64, false)] {
+            let body = registry(&"é".repeat(chars), "http://127.0.0.1:9/");
             let v = call(&admin, "/api/registry", body).await;
             if refused {
                 expect_fail(&v, "registryKey is longer than 64 characters");
