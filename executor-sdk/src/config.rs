@@ -239,12 +239,8 @@ impl ExecutorConfig {
         }
         if let Some(a) = &self.address {
             check_http_url("registered address", a)?;
-            let max = crate::protocol::MAX_ADDRESS_CHARS;
-            if a.trim().chars().count() > max {
-                return Err(ConfigError::new(format!(
-                    "registered address must be at most {max} characters"
-                )));
-            }
+            // Measured as it is registered (with the trailing '/' the registry adds).
+            check_registered_len(&crate::registry::detect_address(Some(a), None, 0))?;
         }
         if let Some(ip) = &self.ip {
             if ip.trim().is_empty() || ip.contains('/') || ip.chars().any(char::is_whitespace) {
@@ -312,6 +308,19 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ConfigError> {
             "SHARDLINE_EXECUTOR_{name}: {v:?} is not true or false"
         ))),
     }
+}
+
+/// The admin refuses a registration whose address is longer than a run's record of it holds, so
+/// an executor with such an address fails at start rather than having every beat refused.
+pub(crate) fn check_registered_len(address: &str) -> Result<(), ConfigError> {
+    let max = crate::protocol::MAX_ADDRESS_CHARS;
+    if address.chars().count() > max {
+        return Err(ConfigError::new(format!(
+            "registered address must be at most {max} characters, got {}",
+            address.chars().count()
+        )));
+    }
+    Ok(())
 }
 
 /// The admin refuses a registered address that breaks this rule, so a bad one fails here, at
@@ -435,7 +444,8 @@ mod tests {
         let mut c = ok.clone();
         c.address = Some("10.0.0.5:9999".into());
         assert!(c.validate().unwrap_err().0.contains("registered address"));
-        // One the admin's runs could not record.
+        // One the admin's runs could not record, counted as registered: 255 characters with the
+        // '/' the registry adds fit; 255 without it become 256.
         let mut c = ok;
         c.address = Some(format!("http://{}/", "a".repeat(300)));
         assert!(c
@@ -443,5 +453,13 @@ mod tests {
             .unwrap_err()
             .0
             .contains("at most 255 characters"));
+        c.address = Some(format!("http://{}/", "a".repeat(247)));
+        assert!(c.validate().is_ok());
+        c.address = Some(format!("http://{}", "a".repeat(248)));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("at most 255 characters, got 256"));
     }
 }

@@ -326,6 +326,9 @@ impl Executor {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(ExecutorError::NoRuntime);
         }
+        // Every registered address passes here, including those built from `ip` and a mount
+        // prefix, which the configuration's check cannot measure.
+        crate::config::check_registered_len(&address)?;
         let inner = &self.inner;
         let cfg = &inner.config;
         if inner.workers.is_started() {
@@ -474,6 +477,28 @@ mod tests {
         assert_eq!(with_prefix("http://h:1/", "/"), "http://h:1/");
         assert_eq!(with_prefix("http://h:1/", "/xxl/"), "http://h:1/xxl/");
         assert_eq!(with_prefix("http://h:1/", "a/b"), "http://h:1/a/b/");
+    }
+
+    #[tokio::test]
+    async fn a_registered_address_too_long_for_the_admin_fails_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = ExecutorConfig::new("app", vec!["http://127.0.0.1:1".into()]);
+        cfg.log_path = dir.path().to_path_buf();
+        cfg.ip = Some("h".repeat(210));
+        let executor = Executor::builder(cfg).build().unwrap();
+        // http://{210 characters}:9999/ is 223 characters; a mount prefix of 40 and its '/' make 264.
+        let err = executor
+            .start_background(9999, &"p".repeat(40))
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("at most 255 characters, got 264"),
+            "{err}"
+        );
+        // The same executor starts with an address that fits.
+        let started = executor.start_background(9999, "/xxl-job").unwrap();
+        assert!(started.registered_address().ends_with("/xxl-job/"));
+        started.shutdown().await;
     }
 
     #[test]
