@@ -177,7 +177,7 @@ async fn print_fires(store: Store, stop: CancellationToken) {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
         let Ok((fires, _)) = store
-            .list_fires(&crate::store::FireFilter {
+            .list_fires(&crate::store::HistoryFilter {
                 limit: 50,
                 ..Default::default()
             })

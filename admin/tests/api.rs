@@ -1191,6 +1191,13 @@ async fn fires_runs_logs_retry_and_kill() {
         assert_eq!(page["items"][0]["id"], fire_id);
         assert_eq!(a.get("/fires?state=failed").await["total"], 0);
         assert_eq!(a.get("/fires?state=succeeded").await["total"], 1);
+        let page = a.get(&format!("/fires?fire_id={fire_id}")).await;
+        assert_eq!(page["total"], 1);
+        assert_eq!(page["items"][0]["id"], fire_id);
+        let other = fire_id + 1000;
+        assert_eq!(a.get(&format!("/fires?fire_id={other}")).await["total"], 0);
+        let r = admin_call(a, Method::GET, "/fires?state=running-ish", Body::None).await;
+        expect_error(&r, 400, Some("state"), "running-ish");
         let run = a.get(&format!("/runs/{run_id}")).await;
         assert_eq!(run["state"], "succeeded");
         assert_eq!(run["handle_msg"], "done");

@@ -5,8 +5,8 @@ mod common;
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
-    Beat, CallbackOutcome, ClearCut, FireFilter, FireRuns, GroupInput, JobFilter, JobPlan, NewRun,
-    PlannedFire, Replacing, RunFilter, RunUpdate, Store, StoreError,
+    Beat, CallbackOutcome, ClearCut, FireRuns, GroupInput, HistoryFilter, JobFilter, JobPlan,
+    NewRun, PlannedFire, Replacing, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -848,7 +848,7 @@ async fn fires_runs_and_callbacks() {
         assert_eq!((done.state.as_str(), done.superseded), ("succeeded", 0));
 
         let (list, total) = s
-            .list_runs(&RunFilter {
+            .list_runs(&HistoryFilter {
                 job_id: Some(j),
                 state: Some("succeeded".into()),
                 limit: 2,
@@ -859,7 +859,7 @@ async fn fires_runs_and_callbacks() {
         // Three succeeded runs of the first fire, one of the second.
         assert_eq!((list.len(), total), (2, 4), "{kind}");
         let (fires, n) = s
-            .list_fires(&FireFilter {
+            .list_fires(&HistoryFilter {
                 job_id: Some(j),
                 limit: 10,
                 ..Default::default()
@@ -868,7 +868,7 @@ async fn fires_runs_and_callbacks() {
             .unwrap();
         assert_eq!((fires.len(), n), (2, 2));
         let (fires, n) = s
-            .list_fires(&FireFilter {
+            .list_fires(&HistoryFilter {
                 job_id: Some(j),
                 from_ms: Some(65_000),
                 limit: 10,
@@ -881,6 +881,18 @@ async fn fires_runs_and_callbacks() {
             (1, 1, fire2),
             "planned-time filter"
         );
+        // `fire_id` names the fire itself in the fire list and its runs in the run list.
+        let by_fire = HistoryFilter {
+            fire_id: Some(fire2),
+            limit: 10,
+            ..Default::default()
+        };
+        let (fires, n) = s.list_fires(&by_fire).await.unwrap();
+        assert_eq!((fires.len(), n, fires[0].id), (1, 1, fire2), "{kind}");
+        let (runs, n) = s.list_runs(&by_fire).await.unwrap();
+        // Its two items and the attempt that replaced the lost one.
+        assert_eq!((runs.len(), n), (3, 3), "{kind}");
+        assert!(runs.iter().all(|r| r.fire_id == fire2), "{kind}");
     })
     .await;
 }

@@ -269,20 +269,13 @@ impl AdminProc {
             .pool_max_idle_per_host(64)
             .timeout(Duration::from_secs(30))
             .build()?;
-        let started = Instant::now();
-        loop {
-            proc.check_alive(log_dir)?;
-            if let Ok(r) = http.get(format!("{base}/healthz")).send().await {
-                if r.status().is_success() {
-                    break;
-                }
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(60),
-                "{name} did not answer within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        proc.wait_answering(
+            &http,
+            &format!("{base}/healthz"),
+            Duration::from_millis(50),
+            log_dir,
+        )
+        .await?;
         Ok(AdminProc {
             proc,
             base,

@@ -101,20 +101,13 @@ impl RatchJob {
             .pool_max_idle_per_host(64)
             .timeout(Duration::from_secs(30))
             .build()?;
-        let started = Instant::now();
-        loop {
-            proc.check_alive(log_dir)?;
-            if let Ok(r) = http.get(format!("{base}/ratch/v1/about")).send().await {
-                if r.status().is_success() {
-                    break;
-                }
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(60),
-                "{name} did not answer within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        proc.wait_answering(
+            &http,
+            &format!("{base}/ratch/v1/about"),
+            Duration::from_millis(100),
+            log_dir,
+        )
+        .await?;
         Ok(RatchJob {
             proc,
             base,

@@ -302,6 +302,32 @@ impl Proc {
         Ok(())
     }
 
+    /// Waits until `url` answers with a 2xx status (polled every `poll`), failing when the
+    /// process exits or 60 s pass first.
+    pub async fn wait_answering(
+        &mut self,
+        http: &reqwest::Client,
+        url: &str,
+        poll: Duration,
+        log_dir: &Path,
+    ) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            self.check_alive(log_dir)?;
+            if let Ok(r) = http.get(url).send().await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "{} did not answer within 60 s",
+                self.name
+            );
+            tokio::time::sleep(poll).await;
+        }
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub fn terminate(&mut self, grace: Duration) {
         // SAFETY: signals a child this harness started and has not reaped yet.

@@ -135,26 +135,17 @@ pub struct FireEnded {
     pub follow_up: bool,
 }
 
-/// Filters of the fire list (times are planned times, epoch ms).
+/// Filters of the two history lists, the fires and the runs; a field that is set narrows the list.
 #[derive(Debug, Clone, Default)]
-pub struct FireFilter {
+pub struct HistoryFilter {
     pub group_ids: Option<Vec<i64>>,
     pub job_id: Option<i64>,
-    pub state: Option<String>,
-    pub from_ms: Option<i64>,
-    pub to_ms: Option<i64>,
-    pub offset: i64,
-    pub limit: i64,
-}
-
-/// Filters of the run list.
-#[derive(Debug, Clone, Default)]
-pub struct RunFilter {
-    pub group_ids: Option<Vec<i64>>,
-    pub job_id: Option<i64>,
+    /// The fire itself in the fire list; its runs in the run list.
     pub fire_id: Option<i64>,
     pub state: Option<String>,
+    /// Epoch ms, inclusive: a fire's planned time, a run's creation.
     pub from_ms: Option<i64>,
+    /// Epoch ms, exclusive.
     pub to_ms: Option<i64>,
     pub offset: i64,
     pub limit: i64,
@@ -986,29 +977,14 @@ impl Store {
     }
 
     /// Fires matching `f`, newest first, with the total count.
-    pub async fn list_fires(&self, f: &FireFilter) -> StoreResult<(Vec<Fire>, i64)> {
-        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a FireFilter)
+    pub async fn list_fires(&self, f: &HistoryFilter) -> StoreResult<(Vec<Fire>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a HistoryFilter)
         where
             i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         {
-            qb.push(" WHERE 1 = 1");
-            if let Some(ids) = &f.group_ids {
-                push_in(qb, "group_id", ids);
-            }
-            if let Some(j) = f.job_id {
-                qb.push(" AND job_id = ").push_bind(j);
-            }
-            if let Some(s) = &f.state {
-                qb.push(" AND state = ").push_bind(s.as_str());
-            }
-            if let Some(t) = f.from_ms {
-                qb.push(" AND planned_at >= ").push_bind(t);
-            }
-            if let Some(t) = f.to_ms {
-                qb.push(" AND planned_at < ").push_bind(t);
-            }
+            push_history_where(qb, f, "id", "planned_at");
         }
         let limit = super::page_limit(f.limit);
         let out = list_page!(
@@ -1025,32 +1001,14 @@ impl Store {
     }
 
     /// Runs matching `f`, newest first, with the total count.
-    pub async fn list_runs(&self, f: &RunFilter) -> StoreResult<(Vec<Run>, i64)> {
-        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a RunFilter)
+    pub async fn list_runs(&self, f: &HistoryFilter) -> StoreResult<(Vec<Run>, i64)> {
+        fn push_where<'a, DB: sqlx::Database>(qb: &mut QueryBuilder<'a, DB>, f: &'a HistoryFilter)
         where
             i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
             &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         {
-            qb.push(" WHERE 1 = 1");
-            if let Some(ids) = &f.group_ids {
-                push_in(qb, "group_id", ids);
-            }
-            if let Some(j) = f.job_id {
-                qb.push(" AND job_id = ").push_bind(j);
-            }
-            if let Some(fi) = f.fire_id {
-                qb.push(" AND fire_id = ").push_bind(fi);
-            }
-            if let Some(s) = &f.state {
-                qb.push(" AND state = ").push_bind(s.as_str());
-            }
-            if let Some(t) = f.from_ms {
-                qb.push(" AND created_at >= ").push_bind(t);
-            }
-            if let Some(t) = f.to_ms {
-                qb.push(" AND created_at < ").push_bind(t);
-            }
+            push_history_where(qb, f, "fire_id", "created_at");
         }
         let limit = super::page_limit(f.limit);
         let out = list_page!(
@@ -1064,6 +1022,39 @@ impl Store {
             limit
         );
         Ok(out)
+    }
+}
+
+/// The `WHERE` of a history list: `fire_col` is the column that names the fire, `time_col` the
+/// one `from_ms` and `to_ms` bound.
+fn push_history_where<'a, DB: sqlx::Database>(
+    qb: &mut QueryBuilder<'a, DB>,
+    f: &'a HistoryFilter,
+    fire_col: &str,
+    time_col: &str,
+) where
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    qb.push(" WHERE 1 = 1");
+    if let Some(ids) = &f.group_ids {
+        push_in(qb, "group_id", ids);
+    }
+    if let Some(j) = f.job_id {
+        qb.push(" AND job_id = ").push_bind(j);
+    }
+    if let Some(id) = f.fire_id {
+        qb.push(format!(" AND {fire_col} = ")).push_bind(id);
+    }
+    if let Some(s) = &f.state {
+        qb.push(" AND state = ").push_bind(s.as_str());
+    }
+    if let Some(t) = f.from_ms {
+        qb.push(format!(" AND {time_col} >= ")).push_bind(t);
+    }
+    if let Some(t) = f.to_ms {
+        qb.push(format!(" AND {time_col} < ")).push_bind(t);
     }
 }
 

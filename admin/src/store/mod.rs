@@ -26,7 +26,7 @@ mod users;
 
 pub use audit::AuditFilter;
 pub use fires::{
-    CallbackOutcome, FireEnded, FireFilter, FireRuns, NewRun, Replacing, RunFilter, RunUpdate,
+    CallbackOutcome, FireEnded, FireRuns, HistoryFilter, NewRun, Replacing, RunUpdate,
 };
 pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};

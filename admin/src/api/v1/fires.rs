@@ -12,8 +12,8 @@ use shardline_executor::protocol::LogResult;
 use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
-use crate::model::{now_ms, Fire, Run, RunState};
-use crate::store::{ClearCut, FireFilter, RunFilter};
+use crate::model::{now_ms, Fire, FireState, Run, RunState};
+use crate::store::{ClearCut, HistoryFilter};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -27,44 +27,60 @@ pub fn routes() -> Router<AppState> {
         .route("/runs/{id}/kill", post(kill_run))
 }
 
+/// The query of both history lists (`/fires` and `/runs`).
 #[derive(Debug, Deserialize)]
-struct FireQuery {
+struct HistoryQuery {
     job_id: Option<i64>,
+    /// The fire itself in `/fires`, its runs in `/runs`.
+    fire_id: Option<i64>,
     state: Option<String>,
-    /// Planned time from, epoch ms (inclusive).
+    /// Epoch ms, inclusive: a fire's planned time, a run's creation.
     from: Option<i64>,
-    /// Planned time to, epoch ms (exclusive).
+    /// Epoch ms, exclusive.
     to: Option<i64>,
     #[serde(default)]
     offset: i64,
     limit: Option<i64>,
 }
 
+impl HistoryQuery {
+    /// The store's filter, in the caller's groups; `parse_state` checks `state` (a fire's states
+    /// or a run's).
+    fn filter<S>(
+        self,
+        caller: &Caller,
+        parse_state: fn(&str) -> Result<S, String>,
+    ) -> Result<HistoryFilter, ApiError> {
+        let state = self.state.filter(|s| !s.is_empty());
+        if let Some(s) = &state {
+            parse_state(s).map_err(|e| ApiError::field("state", e))?;
+        }
+        let (offset, limit) = requested_page(self.offset, self.limit)?;
+        Ok(HistoryFilter {
+            group_ids: caller.group_scope(),
+            job_id: self.job_id,
+            fire_id: self.fire_id,
+            state,
+            from_ms: self.from,
+            to_ms: self.to,
+            offset,
+            limit,
+        })
+    }
+}
+
 async fn list_fires(
     State(st): State<AppState>,
     caller: Caller,
-    Query(q): Query<FireQuery>,
+    Query(q): Query<HistoryQuery>,
 ) -> Result<Json<Page<Fire>>, ApiError> {
-    let state = q.state.filter(|s| !s.is_empty());
-    if let Some(s) = &state {
-        crate::model::FireState::parse(s).map_err(|e| ApiError::field("state", e))?;
-    }
-    let (offset, limit) = requested_page(q.offset, q.limit)?;
-    let f = FireFilter {
-        group_ids: caller.group_scope(),
-        job_id: q.job_id,
-        state,
-        from_ms: q.from,
-        to_ms: q.to,
-        offset,
-        limit,
-    };
+    let f = q.filter(&caller, FireState::parse)?;
     let (items, total) = st.store.list_fires(&f).await?;
     Ok(Json(Page {
         items,
         total,
-        offset,
-        limit,
+        offset: f.offset,
+        limit: f.limit,
     }))
 }
 
@@ -296,45 +312,18 @@ async fn retry_fire(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-struct RunQuery {
-    job_id: Option<i64>,
-    fire_id: Option<i64>,
-    state: Option<String>,
-    /// Epoch ms, inclusive.
-    from: Option<i64>,
-    /// Epoch ms, exclusive.
-    to: Option<i64>,
-    #[serde(default)]
-    offset: i64,
-    limit: Option<i64>,
-}
-
 async fn list_runs(
     State(st): State<AppState>,
     caller: Caller,
-    Query(q): Query<RunQuery>,
+    Query(q): Query<HistoryQuery>,
 ) -> Result<Json<Page<Run>>, ApiError> {
-    if let Some(s) = q.state.as_deref().filter(|s| !s.is_empty()) {
-        RunState::parse(s).map_err(|e| ApiError::field("state", e))?;
-    }
-    let (offset, limit) = requested_page(q.offset, q.limit)?;
-    let f = RunFilter {
-        group_ids: caller.group_scope(),
-        job_id: q.job_id,
-        fire_id: q.fire_id,
-        state: q.state.filter(|s| !s.is_empty()),
-        from_ms: q.from,
-        to_ms: q.to,
-        offset,
-        limit,
-    };
+    let f = q.filter(&caller, RunState::parse)?;
     let (items, total) = st.store.list_runs(&f).await?;
     Ok(Json(Page {
         items,
         total,
-        offset,
-        limit,
+        offset: f.offset,
+        limit: f.limit,
     }))
 }
 
