@@ -257,7 +257,10 @@ impl Shared {
         let logs = self.logs.clone();
         let written = tokio::task::spawn_blocking(move || {
             for (log_id, log_date_time) in runs {
-                logs.logger(log_id, log_date_time).log(&line);
+                // The run's last line: its file is not kept open after it.
+                let logger = logs.logger(log_id, log_date_time);
+                logger.log(&line);
+                logger.close();
             }
         })
         .await;
