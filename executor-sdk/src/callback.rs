@@ -257,10 +257,7 @@ impl Shared {
         let logs = self.logs.clone();
         let written = tokio::task::spawn_blocking(move || {
             for (log_id, log_date_time) in runs {
-                // The run's last line: its file is not kept open after it.
-                let logger = logs.logger(log_id, log_date_time);
-                logger.log(&line);
-                logger.close();
+                logs.logger(log_id, log_date_time).log(&line);
             }
         })
         .await;

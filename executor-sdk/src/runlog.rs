@@ -7,14 +7,13 @@
 //! whole day folders past their age and leaves every other folder (`gluesource`, `callbacklogs`)
 //! alone.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Datelike, Local, NaiveDate, TimeZone, Timelike};
 use tokio_util::sync::CancellationToken;
@@ -32,13 +31,6 @@ pub const MIN_RETENTION_DAYS: u32 = 3;
 pub const LOG_NOT_EXISTS: &str = "readLog fail, logFile not exists";
 
 const CLEANUP_PERIOD: Duration = Duration::from_secs(24 * 60 * 60);
-/// Most run log files kept open after their last writer is dropped, and for how long. A run's
-/// log is written again when the admin has answered the callback carrying its result (the
-/// outcome line, as XXL-JOB writes it), usually within milliseconds; opening the file a second
-/// time for that line was a tenth of an executor's time at thousands of runs a second. Bounded,
-/// so an executor never holds more than this many extra descriptors.
-const KEPT_OPEN_MAX: usize = 128;
-const KEPT_OPEN_FOR: Duration = Duration::from_secs(10);
 const DAY_FOLDER_FORMAT: &str = "%Y-%m-%d";
 
 /// The run-log directory of one executor. Cheap to clone.
@@ -50,37 +42,6 @@ pub struct RunLogs {
 struct LogsInner {
     root: PathBuf,
     retention_days: u32,
-    /// Files of finished writers, newest last ([`KEPT_OPEN_MAX`]).
-    kept_open: Mutex<VecDeque<(Instant, PathBuf, File)>>,
-}
-
-impl LogsInner {
-    /// The kept-open file of `path`, if any.
-    fn take_open(&self, path: &Path) -> Option<File> {
-        let mut kept = self.kept_open.lock().unwrap_or_else(|e| e.into_inner());
-        let i = kept.iter().rposition(|(_, p, _)| p == path)?;
-        kept.remove(i).map(|(_, _, file)| file)
-    }
-
-    /// Keeps `file` open for a later writer of `path`, closing the oldest past the bounds.
-    fn keep_open(&self, path: PathBuf, file: File) {
-        let now = Instant::now();
-        let closed: Vec<_> = {
-            let mut kept = self.kept_open.lock().unwrap_or_else(|e| e.into_inner());
-            kept.push_back((now, path, file));
-            let mut closed = Vec::new();
-            while kept.len() > KEPT_OPEN_MAX
-                || kept
-                    .front()
-                    .is_some_and(|(at, _, _)| now.duration_since(*at) > KEPT_OPEN_FOR)
-            {
-                closed.extend(kept.pop_front());
-            }
-            closed
-        };
-        // Closed outside the lock.
-        drop(closed);
-    }
 }
 
 impl RunLogs {
@@ -97,7 +58,6 @@ impl RunLogs {
             inner: Arc::new(LogsInner {
                 root,
                 retention_days,
-                kept_open: Mutex::new(VecDeque::new()),
             }),
         })
     }
@@ -115,7 +75,6 @@ impl RunLogs {
                 path: self.file_path(day_of(log_date_time), log_id),
                 file: Mutex::new(None),
                 warned: AtomicBool::new(false),
-                logs: self.inner.clone(),
             }),
         }
     }
@@ -232,20 +191,6 @@ struct LoggerInner {
     // A std mutex: it is held only for one `write` call, never across an await.
     file: Mutex<Option<File>>,
     warned: AtomicBool,
-    logs: Arc<LogsInner>,
-}
-
-impl Drop for LoggerInner {
-    fn drop(&mut self) {
-        let file = self
-            .file
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(file) = file {
-            self.logs.keep_open(std::mem::take(&mut self.path), file);
-        }
-    }
 }
 
 impl RunLogger {
@@ -274,11 +219,7 @@ impl RunLogger {
         let mut guard = inner.file.lock().unwrap_or_else(|e| e.into_inner());
         let result = match guard.as_mut() {
             Some(file) => file.write_all(bytes),
-            None => match inner.logs.take_open(&inner.path) {
-                Some(file) => Ok(file),
-                None => open_append(&inner.path),
-            }
-            .and_then(|mut file| {
+            None => open_append(&inner.path).and_then(|mut file| {
                 let r = file.write_all(bytes);
                 *guard = Some(file);
                 r
@@ -291,18 +232,6 @@ impl RunLogger {
                 tracing::warn!(path = %inner.path.display(), error = %e, "writing run log failed");
             }
         }
-    }
-
-    /// Closes the file now rather than keeping it open for a later writer: after the run's last
-    /// line. A later line opens it again.
-    pub(crate) fn close(&self) {
-        let file = self
-            .inner
-            .file
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        drop(file);
     }
 
     /// The file this logger appends to.
@@ -442,74 +371,6 @@ mod tests {
 
     fn day(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
-    }
-
-    fn kept(logs: &RunLogs) -> Vec<PathBuf> {
-        let kept = logs.inner.kept_open.lock().unwrap();
-        kept.iter().map(|(_, p, _)| p.clone()).collect()
-    }
-
-    #[test]
-    fn a_finished_runs_file_stays_open_for_its_callback_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let logs = RunLogs::new(dir.path().to_path_buf(), 30).unwrap();
-        let t = 1_780_000_000_000;
-        let run = logs.logger(7, t);
-        run.log("start");
-        run.log("end");
-        let path = run.path().to_path_buf();
-        assert!(kept(&logs).is_empty(), "open while its writer lives");
-        drop(run);
-        assert_eq!(kept(&logs), vec![path.clone()]);
-
-        // The callback's line takes the open file and, as the run's last line, closes it.
-        let callback = logs.logger(7, t);
-        callback.log("callback finish");
-        assert!(kept(&logs).is_empty());
-        callback.close();
-        drop(callback);
-        assert!(kept(&logs).is_empty());
-        let text = fs::read_to_string(&path).unwrap();
-        let lines: Vec<_> = text.lines().map(|l| &l[24..]).collect();
-        assert_eq!(lines, ["start", "end", "callback finish"]);
-
-        // A line after the close opens the file again and appends.
-        logs.logger(7, t).log("later");
-        assert_eq!(fs::read_to_string(&path).unwrap().lines().count(), 4);
-    }
-
-    #[test]
-    fn kept_open_files_are_bounded_in_number_and_age() {
-        let dir = tempfile::tempdir().unwrap();
-        let logs = RunLogs::new(dir.path().to_path_buf(), 30).unwrap();
-        let t = 1_780_000_000_000;
-        let n = KEPT_OPEN_MAX as i64 + 10;
-        for id in 0..n {
-            logs.logger(id, t).log("run");
-        }
-        let paths = kept(&logs);
-        assert_eq!(paths.len(), KEPT_OPEN_MAX);
-        assert_eq!(
-            paths[0],
-            logs.file_path(day_of(t), 10),
-            "the oldest are closed"
-        );
-        // Every run's line is in its own file, kept open or not.
-        for id in 0..n {
-            let text = fs::read_to_string(logs.file_path(day_of(t), id)).unwrap();
-            assert_eq!(text.lines().count(), 1);
-        }
-
-        // Files kept longer than KEPT_OPEN_FOR are closed when the next one comes in.
-        {
-            let mut kept = logs.inner.kept_open.lock().unwrap();
-            let old = Instant::now() - KEPT_OPEN_FOR - Duration::from_secs(1);
-            for entry in kept.iter_mut() {
-                entry.0 = old;
-            }
-        }
-        logs.logger(n, t).log("run");
-        assert_eq!(kept(&logs), vec![logs.file_path(day_of(t), n)]);
     }
 
     #[test]
