@@ -375,7 +375,7 @@ async fn items_average_three_executors_eight_items() {
         sorted.sort();
 
         let jid = items_job(&admin, gid, "record", 8, json!({})).await;
-        // The assignment the brief promises, by ascending address.
+        // The promised assignment, by ascending address.
         let a = admin.get(&format!("/jobs/{jid}/assignment")).await;
         assert_eq!(a["strategy"], "AVERAGE");
         let assigned: Vec<(String, Vec<i64>)> = a["executors"]

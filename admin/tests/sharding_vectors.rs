@@ -1,4 +1,4 @@
-//! Fixed-item sharding against ElasticJob's vectors, the brief's examples, and properties.
+//! Fixed-item sharding against ElasticJob's vectors, worked examples, and properties.
 //!
 //! Order matters for these algorithms. ElasticJob hands its strategies the instance ids sorted
 //! *descending*; Shardline hands them the executors sorted by address *ascending*. The strategies
@@ -274,7 +274,7 @@ fn same_instances_in_shardline_ascending_order() {
     );
 }
 
-/// The brief's examples: three executors (ascending addresses) with AVERAGE.
+/// Worked examples: three executors (ascending addresses) with AVERAGE.
 #[test]
 fn seed_examples_average_three_executors() {
     let names = [
@@ -295,7 +295,7 @@ fn seed_examples_average_three_executors() {
     }
 }
 
-/// The brief's maxNode example: 20 executors, maxNode 8. Exactly 8 shards run, and their
+/// The maxNode example: 20 executors, maxNode 8. Exactly 8 shards run, and their
 /// `MOD(id, 8) = shardIndex` partitions cover a generated table of ids 1..=10 000 exactly once,
 /// also when some executors recently failed.
 #[test]

@@ -1,5 +1,5 @@
 //! Shardline's load harness: one command that starts the admin as a release process on a fresh
-//! database, drives it with SDK executors, and prints the figures of the product brief as a table
+//! database, drives it with SDK executors, and prints the figures of Shardline's performance targets as a table
 //! and as JSON (also written to a file).
 //!
 //! ```text
@@ -544,14 +544,14 @@ async fn rates(
     Ok(())
 }
 
-/// The figures of the brief and their limits.
+/// The performance targets (`docs/benchmarks.md`) and their limits.
 fn targets() -> Value {
     json!({
         "lateness_p50_ms": {"max": 5, "scenario": "high_rate (10 000 jobs every second)"},
         "lateness_p99_ms": {"max": 20, "scenario": "high_rate"},
         "runs_per_s": {"min": 10_000, "peer_ratio_min": 5, "scenario": "high_rate"},
         "cpu_pct_at_1000_runs_per_s": {"max": 10, "scenario": "low_rate (1 000 jobs every second)"},
-        "idle_rss_mib": {"max": 16.7, "note": "ratch-job's idle RSS as measured for the brief"},
+        "idle_rss_mib": {"max": 16.7, "note": "ratch-job's idle RSS as first measured on such a machine"},
         "rss_at_1000_runs_per_s_mib": {"max": 40},
         "rss_with_100000_jobs_mib": {"max": 150},
         "sdk_rss_mib": {"max": 10},

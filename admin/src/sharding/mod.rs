@@ -7,7 +7,8 @@
 //! ElasticJob sorts its instance ids *descending* before calling a strategy; Shardline's order is
 //! ascending. AVERAGE, ODEVITY and ROTATE are byte-exact ports of ElasticJob's algorithms applied to
 //! whatever order they are given, so the same ordered list gives the same answer as ElasticJob,
-//! and our ascending list gives the "first address gets items 0.." reading of the brief.
+//! and our ascending list gives the "first address gets items 0.." assignment users are promised
+//! (`docs/architecture.md`, "Plan").
 //!
 //! Also here: strict parsing of item parameters (`0=a,1=b`) and the choice of executors for a
 //! broadcast limited by `maxNode`.
