@@ -1,6 +1,6 @@
 //! Shardline's load harness: one command that starts the admin as a release process on a fresh
-//! database, drives it with SDK executors, and prints the figures of Shardline's performance targets as a table
-//! and as JSON (also written to a file).
+//! database, drives it with SDK executors, and prints the figures of Shardline's performance
+//! targets as a table and as JSON (also written to a file).
 //!
 //! ```text
 //! cargo run --release -p shardline-admin --example bench -- [--quick] [--db sqlite,mysql] [--peer ratchjob]
