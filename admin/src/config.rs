@@ -161,6 +161,17 @@ pub struct Settings {
     )]
     pub dispatch_timeout_ms: u64,
 
+    /// Most runs sent to one executor in one request, for executors that take runs in batches
+    /// (the Shardline SDK says so when it registers); 1 sends each run in its own `/run`, as to
+    /// every other executor.
+    #[arg(
+        long,
+        env = "SHARDLINE_DISPATCH_BATCH",
+        default_value_t = 256,
+        global = true
+    )]
+    pub dispatch_batch: usize,
+
     /// A fire later than this (ms) follows the job's misfire strategy.
     #[arg(
         long,
@@ -235,6 +246,9 @@ impl Settings {
         }
         if self.dispatch_timeout_ms == 0 {
             anyhow::bail!("SHARDLINE_DISPATCH_TIMEOUT_MS must be at least 1");
+        }
+        if self.dispatch_batch == 0 {
+            anyhow::bail!("SHARDLINE_DISPATCH_BATCH must be at least 1");
         }
         // The SMTP relay's URL and sender, read as the alarms will read them.
         crate::alarm::Alarms::new(self)?;

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub dispatch_latency: Histogram,
     pub fires_total: AtomicU64,
     pub dispatch_failures: AtomicU64,
+    /// HTTP requests that carried runs to executors: one per run, or one per batch of runs.
+    pub dispatch_requests: AtomicU64,
     pub runs_succeeded: AtomicU64,
     pub runs_failed: AtomicU64,
     pub runs_timed_out: AtomicU64,
@@ -80,6 +82,7 @@ impl Default for Metrics {
             dispatch_latency: Histogram::new(LATENCY_BOUNDS_MS),
             fires_total: AtomicU64::new(0),
             dispatch_failures: AtomicU64::new(0),
+            dispatch_requests: AtomicU64::new(0),
             runs_succeeded: AtomicU64::new(0),
             runs_failed: AtomicU64::new(0),
             runs_timed_out: AtomicU64::new(0),
@@ -137,6 +140,12 @@ impl Metrics {
             "shardline_dispatch_failures_total",
             "Run requests an executor did not accept.",
             &self.dispatch_failures,
+        );
+        counter(
+            &mut out,
+            "shardline_dispatch_requests_total",
+            "HTTP requests that carried runs to executors (a batch of runs is one).",
+            &self.dispatch_requests,
         );
         let _ = writeln!(out, "# HELP shardline_runs_total Runs finished, by result.\n# TYPE shardline_runs_total counter");
         for (label, v) in [

@@ -36,6 +36,9 @@ const MIN_LANE_CONCURRENCY: usize = 8;
 const SLOW_REQUEST_MS: u128 = 500;
 /// Slow requests within a minute after which a job is slow.
 const SLOW_REQUESTS_PER_MINUTE: u32 = 10;
+/// The largest body of a batched run request: well under the 5 MiB an executor takes by default,
+/// so that runs carrying long GLUE sources or parameters are spread over more requests.
+const MAX_BATCH_BYTES: usize = 1024 * 1024;
 
 /// What a fire should do beyond the job's own configuration.
 #[derive(Debug, Clone)]
@@ -93,6 +96,8 @@ struct Target {
     address: String,
     weight: u32,
     labels: Vec<String>,
+    /// It takes many runs in one request ([`protocol::RUN_BATCH_ROUTE`]).
+    run_batch: bool,
 }
 
 /// One fire on its way to the executors, with what dispatch needs to know about it.
@@ -370,6 +375,7 @@ impl Dispatcher {
                     address,
                     weight: 1,
                     labels: vec![],
+                    run_batch: false,
                 })
                 .collect());
         }
@@ -381,6 +387,7 @@ impl Dispatcher {
                     address: normalize_address(&a),
                     weight: 1,
                     labels: vec![],
+                    run_batch: false,
                 })
                 .collect());
         }
@@ -395,6 +402,7 @@ impl Dispatcher {
                     address: e.address,
                     weight: meta.weight.unwrap_or(1).max(1),
                     labels: meta.labels,
+                    run_batch: meta.run_batch,
                 }
             })
             .collect())
@@ -792,71 +800,56 @@ impl Dispatcher {
                 break;
             }
             let sent_at = now_ms();
-            let sends = pending.iter().map(|(w, run)| {
-                let checkpoint = checkpoints
-                    .get(&w.job.id)
-                    .and_then(|c| c.get(&run.shard_index))
-                    .filter(|(_, saved_by)| {
-                        w.job.resume_checkpoint != 0
-                            || (run.attempt > 0
-                                && own_runs
-                                    .get(&w.fire_id)
-                                    .is_some_and(|ids| ids.contains(saved_by)))
-                    })
-                    .map(|(value, _)| value.clone());
-                let req = self.trigger_request(&w.job, w.fire_id, run, checkpoint);
-                let generation = if w.group.generation == "V35" {
-                    Generation::V35
-                } else {
-                    Generation::Classic
-                };
-                let token = self.token_for(&w.group);
-                let fire_id = w.fire_id;
-                async move {
-                    let started = Instant::now();
-                    let started_ms = now_ms();
-                    let result = if run.executor_address.is_empty() {
-                        Err(CallError {
-                            transport: true,
-                            message: "no online executor in the group".to_string(),
+            // Each run's request, encoded once: sent alone or in a batch.
+            let bodies: Vec<Result<Vec<u8>, CallError>> = pending
+                .iter()
+                .map(|(w, run)| {
+                    let checkpoint = checkpoints
+                        .get(&w.job.id)
+                        .and_then(|c| c.get(&run.shard_index))
+                        .filter(|(_, saved_by)| {
+                            w.job.resume_checkpoint != 0
+                                || (run.attempt > 0
+                                    && own_runs
+                                        .get(&w.fire_id)
+                                        .is_some_and(|ids| ids.contains(saved_by)))
                         })
-                    } else {
-                        post_envelope::<serde_json::Value>(
-                            &self.http,
-                            &run.executor_address,
-                            generation.trigger_route(),
-                            &token,
-                            &req,
-                            self.settings.dispatch_timeout(),
-                        )
-                        .await
-                    };
-                    let took = started.elapsed();
-                    let (state, code, msg, transport) = answer(result, &run.executor_address);
-                    let update = RunUpdate {
-                        run_id: run.id,
-                        fire_id,
-                        state,
-                        executor_address: run.executor_address.clone(),
-                        trigger_code: code,
-                        trigger_msg: msg,
-                        at: started_ms,
-                        fire_sent_at: sent_at,
-                    };
-                    // Stored as it comes, so that the executor's result, close behind, is
-                    // mostly written in the same row update; an unanswered request that may
-                    // fail over is kept for the failover, which stores it with the new attempt.
-                    let kept = if transport && fails_over_unanswered(w, run) {
-                        Some(update)
-                    } else {
-                        self.results.sent(update);
-                        None
-                    };
-                    (state, transport, took, started_ms, kept)
-                }
-            });
-            // Collected first: a stream over the lazy iterator trips the compiler's Send check.
-            let mut sends: Vec<Option<_>> = sends.map(Some).collect();
+                        .map(|(value, _)| value.clone());
+                    let req = self.trigger_request(&w.job, w.fire_id, run, checkpoint);
+                    serde_json::to_vec(&req).map_err(|e| CallError {
+                        transport: true,
+                        message: format!("cannot encode the run request: {e}"),
+                    })
+                })
+                .collect();
+            // What an answer means for pending run `i`: its update is stored as it comes, so that
+            // the executor's result, close behind, is mostly written in the same row update; an
+            // unanswered request that may fail over is kept for the failover, which stores it
+            // with the new attempt.
+            let settle = |i: usize,
+                          result: Result<Envelope<serde_json::Value>, CallError>,
+                          took: std::time::Duration,
+                          started_ms: i64| {
+                let (w, run) = &pending[i];
+                let (state, code, msg, transport) = answer(result, &run.executor_address);
+                let update = RunUpdate {
+                    run_id: run.id,
+                    fire_id: w.fire_id,
+                    state,
+                    executor_address: run.executor_address.clone(),
+                    trigger_code: code,
+                    trigger_msg: msg,
+                    at: started_ms,
+                    fire_sent_at: sent_at,
+                };
+                let kept = if transport && fails_over_unanswered(w, run) {
+                    Some(update)
+                } else {
+                    self.results.sent(update);
+                    None
+                };
+                (state, transport, took, started_ms, kept)
+            };
             // A bounded number in flight per executor: the requests reuse the pooled keep-alive
             // connections instead of opening one connection per run of a burst (10 000 fires due
             // in the same millisecond opened thousands of sockets), and an executor that does not
@@ -870,27 +863,39 @@ impl Dispatcher {
             }
             let per_lane =
                 (DISPATCH_CONCURRENCY / by_executor.len().max(1)).max(MIN_LANE_CONCURRENCY);
+            let (bodies, settle, runs) = (&bodies, &settle, &pending);
             let lanes = by_executor.into_values().map(|idx| {
-                let futs: Vec<_> = idx
-                    .iter()
-                    .map(|&i| sends[i].take().expect("each send once"))
+                // Collected first: a stream over the lazy iterator trips the compiler's Send check.
+                let sends: Vec<_> = self
+                    .requests_of_lane(runs, bodies, idx)
+                    .into_iter()
+                    .map(|(group, token)| async move {
+                        let (w, run) = &runs[group[0]];
+                        let started = Instant::now();
+                        let started_ms = now_ms();
+                        let answers = self
+                            .send_runs(&w.group, &run.executor_address, &token, &group, bodies)
+                            .await;
+                        let took = started.elapsed();
+                        group
+                            .into_iter()
+                            .zip(answers)
+                            .map(|(i, result)| (i, settle(i, result, took, started_ms)))
+                            .collect::<Vec<_>>()
+                    })
                     .collect();
                 async move {
-                    let out: Vec<_> = futures::stream::iter(futs)
+                    futures::stream::iter(sends)
                         .buffered(per_lane)
-                        .collect()
-                        .await;
-                    idx.into_iter().zip(out).collect::<Vec<_>>()
+                        .collect::<Vec<_>>()
+                        .await
                 }
             });
             let lanes = futures::future::join_all(lanes).await;
             let mut results: Vec<Option<_>> = (0..pending.len()).map(|_| None).collect();
-            for lane in lanes {
-                for (i, r) in lane {
-                    results[i] = Some(r);
-                }
+            for (i, r) in lanes.into_iter().flatten().flatten() {
+                results[i] = Some(r);
             }
-            drop(sends);
             let mut first_sent: HashMap<i64, i64> = HashMap::new();
             let mut failed = Vec::new();
             let mut slow = Vec::new();
@@ -1001,6 +1006,142 @@ impl Dispatcher {
             self.refresh_many(&ids).await?;
         }
         Ok(())
+    }
+
+    /// How one executor's runs of a dispatch round go out: each group of pending runs is one
+    /// request with the token it carries. Runs for an executor that takes batches
+    /// ([`protocol::ExecutorMeta::run_batch`]) share requests, up to the configured number of
+    /// runs and [`MAX_BATCH_BYTES`] each; any other run is a group of its own.
+    fn requests_of_lane(
+        &self,
+        pending: &[(Arc<FireWork>, Run)],
+        bodies: &[Result<Vec<u8>, CallError>],
+        lane: Vec<usize>,
+    ) -> Vec<(Vec<usize>, String)> {
+        let most = self.settings.dispatch_batch;
+        let mut out = Vec::new();
+        // Batches still open, by token (one executor may serve groups with different tokens).
+        let mut open: HashMap<String, (Vec<usize>, usize)> = HashMap::new();
+        for i in lane {
+            let (w, run) = &pending[i];
+            let token = self.token_for(&w.group);
+            let batches = w
+                .targets
+                .iter()
+                .any(|t| t.run_batch && t.address == run.executor_address);
+            let len = match &bodies[i] {
+                Ok(body) if most > 1 && batches => body.len(),
+                _ => {
+                    out.push((vec![i], token));
+                    continue;
+                }
+            };
+            let (group, bytes) = open.entry(token.clone()).or_default();
+            if !group.is_empty() && (group.len() >= most || *bytes + len > MAX_BATCH_BYTES) {
+                out.push((std::mem::take(group), token.clone()));
+                *bytes = 0;
+            }
+            group.push(i);
+            *bytes += len + 1;
+        }
+        out.extend(open.into_iter().map(|(token, (group, _))| (group, token)));
+        out
+    }
+
+    /// Sends the runs `group` (indexes into `bodies`, all for one executor) and gives each its
+    /// answer, in order: one run alone goes to `/run`, more go in one request to the batch
+    /// route, whose answer holds one envelope per run. An answer for the whole batch (a refusal,
+    /// or no answer at all) is each run's.
+    async fn send_runs(
+        &self,
+        group_of_job: &Group,
+        address: &str,
+        token: &str,
+        group: &[usize],
+        bodies: &[Result<Vec<u8>, CallError>],
+    ) -> Vec<Result<Envelope<serde_json::Value>, CallError>> {
+        if address.is_empty() {
+            let none = CallError {
+                transport: true,
+                message: "no online executor in the group".to_string(),
+            };
+            return vec![Err(none); group.len()];
+        }
+        let timeout = self.settings.dispatch_timeout();
+        if let [i] = group {
+            let body = match &bodies[*i] {
+                Ok(body) => body.clone(),
+                Err(e) => return vec![Err(e.clone())],
+            };
+            self.count_request();
+            let route = if group_of_job.generation == "V35" {
+                Generation::V35
+            } else {
+                Generation::Classic
+            }
+            .trigger_route();
+            return vec![
+                post_envelope_bytes(&self.http, address, route, token, body, timeout).await,
+            ];
+        }
+        let mut body = Vec::with_capacity(
+            2 + group
+                .iter()
+                .map(|&i| bodies[i].as_ref().map_or(0, |b| b.len() + 1))
+                .sum::<usize>(),
+        );
+        body.push(b'[');
+        for (n, &i) in group.iter().enumerate() {
+            if n > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(bodies[i].as_ref().expect("only encoded runs are batched"));
+        }
+        body.push(b']');
+        self.count_request();
+        let answer = post_envelope_bytes::<Vec<Envelope<serde_json::Value>>>(
+            &self.http,
+            address,
+            protocol::RUN_BATCH_ROUTE,
+            token,
+            body,
+            timeout,
+        )
+        .await;
+        match answer {
+            Ok(env) if env.is_success() => match env.payload {
+                Some(answers) if answers.len() == group.len() => {
+                    answers.into_iter().map(Ok).collect()
+                }
+                other => {
+                    let e = CallError {
+                        transport: false,
+                        message: format!(
+                            "{address}{}: {} answers for a batch of {} runs",
+                            protocol::RUN_BATCH_ROUTE,
+                            other.map_or(0, |a| a.len()),
+                            group.len()
+                        ),
+                    };
+                    vec![Err(e); group.len()]
+                }
+            },
+            Ok(refused) => {
+                let whole = Envelope {
+                    code: refused.code,
+                    msg: refused.msg,
+                    payload: None,
+                };
+                vec![Ok(whole); group.len()]
+            }
+            Err(e) => vec![Err(e); group.len()],
+        }
+    }
+
+    fn count_request(&self) {
+        self.metrics
+            .dispatch_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The protocol request for one run.
@@ -1259,15 +1400,30 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
     body: &(impl serde::Serialize + ?Sized),
     timeout: std::time::Duration,
 ) -> Result<Envelope<T>, CallError> {
+    let body = serde_json::to_vec(body).map_err(|e| CallError {
+        transport: true,
+        message: format!(
+            "{}{path}: request failed (cannot encode the request: {e})",
+            normalize_address(address)
+        ),
+    })?;
+    post_envelope_bytes(http, address, path, token, body, timeout).await
+}
+
+/// [`post_envelope`] with the request already encoded.
+async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
+    http: &ExecutorHttp,
+    address: &str,
+    path: &str,
+    token: &str,
+    body: Vec<u8>,
+    timeout: std::time::Duration,
+) -> Result<Envelope<T>, CallError> {
     let url = format!("{}{path}", normalize_address(address));
     let answered = |message: String| CallError {
         transport: false,
         message,
     };
-    let body = serde_json::to_vec(body).map_err(|e| CallError {
-        transport: true,
-        message: format!("{url}: request failed (cannot encode the request: {e})"),
-    })?;
     let (status, bytes) = http
         .post_json(&url, token, body, timeout)
         .await

@@ -446,6 +446,85 @@ async fn items_average_three_executors_eight_items() {
     }
 }
 
+/// The admin's count of HTTP requests that carried runs to executors.
+async fn dispatch_requests(admin: &TestAdmin) -> u64 {
+    let text = admin
+        .http
+        .get(admin.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("shardline_dispatch_requests_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no request count in /metrics:\n{text}"))
+}
+
+/// An SDK executor registers as taking runs in batches: a fire's items for one executor go out
+/// in one request, each run still gets its own answer (the executor without the handler refuses
+/// its items, the other runs its own), and with batches turned off every run is a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_request_carries_an_executors_items() {
+    let _turn = SERIAL.lock().await;
+    for db in TestDb::all().await {
+        for (flags, requests_per_fire) in [(&[][..], 2), (&["--dispatch-batch", "1"][..], 8)] {
+            let admin = TestAdmin::start_with(&db, flags).await;
+            // A group of its own in each round: the database is shared.
+            let app = format!("batch-app-{requests_per_fire}");
+            let gid = group(&admin, &app).await;
+            let calls: Calls = Arc::default();
+            let none = Arc::default();
+            let with_handler = recording_executor(&app, &admin, 0, &calls, &none, |_| {}).await;
+            let without = TestExecutor::start(&app, &admin.base, |b| b).await;
+            admin.wait_executors(gid, 2).await;
+            let executors = admin.get(&format!("/groups/{gid}/executors")).await;
+            for e in executors.as_array().unwrap() {
+                assert_eq!(e["run_batch"], true, "{executors}");
+            }
+
+            let jid = items_job(&admin, gid, "record", 8, json!({})).await;
+            let before = dispatch_requests(&admin).await;
+            let fire = admin.wait_fire(trigger(&admin, jid, json!({})).await).await;
+            let sent = dispatch_requests(&admin).await - before;
+            assert_eq!(sent, requests_per_fire, "{} {flags:?}: {fire}", db.kind());
+
+            let runs = current_runs(&fire);
+            assert_eq!(runs.len(), 8, "{fire}");
+            let mut ran: Vec<i64> = calls.lock().unwrap().iter().map(|c| c.1 as i64).collect();
+            ran.sort();
+            for (item, run) in &runs {
+                if run["executor_address"] == with_handler.address.as_str() {
+                    assert_eq!(run["state"], "succeeded", "item {item}: {run}");
+                    assert!(ran.contains(item), "item {item} ran");
+                } else {
+                    assert_eq!(run["executor_address"], without.address.as_str());
+                    assert_eq!(run["state"], "failed", "item {item}: {run}");
+                    let msg = run["trigger_msg"].as_str().unwrap_or_default();
+                    assert!(
+                        msg.contains("job handler [record] not found."),
+                        "item {item} refused with the executor's own words: {run}"
+                    );
+                    assert!(!ran.contains(item), "item {item} did not run");
+                }
+            }
+            assert_eq!(
+                ran.len(),
+                4,
+                "AVERAGE gives each executor four items: {ran:?}"
+            );
+            assert_eq!(fire["state"], "failed", "{fire}");
+
+            with_handler.stop().await;
+            without.stop().await;
+            admin.stop().await;
+        }
+        db.cleanup().await;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. kill -9 of an executor process mid-fire
 

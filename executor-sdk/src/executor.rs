@@ -18,7 +18,7 @@ use crate::admin_client::AdminClient;
 use crate::callback::{self, CallbackConfig, CallbackHandle};
 use crate::config::{ConfigError, ExecutorConfig};
 use crate::context::{boxed, Handlers, IntoJobResult, JobContext, JobHandler, JobResult};
-use crate::protocol::{parse_max_node, GlueType, RegistryRequest, TriggerRequest};
+use crate::protocol::{parse_max_node, ExecutorMeta, GlueType, RegistryRequest, TriggerRequest};
 use crate::registry;
 use crate::runlog::RunLogs;
 use crate::script::ScriptJob;
@@ -352,9 +352,11 @@ impl Executor {
         let cleanup_stop = CancellationToken::new();
         let cleanup = inner.logs.spawn_cleanup(cleanup_stop.clone());
         let mut request = RegistryRequest::executor(cfg.appname.clone(), address.clone());
-        if cfg.meta != Default::default() {
-            request.meta = Some(cfg.meta.clone());
-        }
+        // This executor serves the batch route, so every admin that reads the metadata may use it.
+        request.meta = Some(ExecutorMeta {
+            run_batch: true,
+            ..cfg.meta.clone()
+        });
         let registry_stop = CancellationToken::new();
         let registry = registry::spawn(
             inner.admin.clone(),

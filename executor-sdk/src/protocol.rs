@@ -353,7 +353,21 @@ pub struct ExecutorMeta {
     /// Labels matched against item parameters by the AFFINITY strategy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// The executor takes many runs in one request at [`RUN_BATCH_ROUTE`]. Set by the SDK, which
+    /// always serves that route; an executor that does not say so gets one `/run` per run.
+    #[serde(default, rename = "runBatch", skip_serializing_if = "is_false")]
+    pub run_batch: bool,
 }
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Extension route of an executor that registered with [`ExecutorMeta::run_batch`]: the body is a
+/// JSON array of [`TriggerRequest`]s, the answer an envelope whose payload is one envelope per
+/// request, in order, each what `/run` would have answered for it. A burst of runs for one
+/// executor then costs a few requests instead of one each.
+pub const RUN_BATCH_ROUTE: &str = "shardline/run";
 
 /// `HandleCallbackParam` / `CallbackRequest` / `CallbackData`: one result reported by an executor.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

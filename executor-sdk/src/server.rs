@@ -1,5 +1,6 @@
 //! The executor's HTTP surface: `POST /beat`, `/idleBeat`, `/run` (also `/trigger`), `/kill` and
-//! `/log`, exactly as an XXL-JOB admin calls them.
+//! `/log`, exactly as an XXL-JOB admin calls them, and `/shardline/run`, many runs in one request
+//! (a Shardline extension, [`RUN_BATCH_ROUTE`]).
 //!
 //! Every answer is HTTP 200 with an [`Envelope`]; errors live only in its `code`, because the
 //! Java clients treat any other status as a transport failure. The routes sit at the root of the
@@ -21,7 +22,7 @@ use serde::Serialize;
 use crate::executor::Inner;
 use crate::protocol::{
     token_matches, Envelope, IdleBeatRequest, KillRequest, LogRequest, TriggerRequest,
-    ACCESS_TOKEN_HEADER, CODE_SUCCESS,
+    ACCESS_TOKEN_HEADER, CODE_SUCCESS, RUN_BATCH_ROUTE,
 };
 use crate::worker::REASON_KILL;
 
@@ -40,6 +41,7 @@ pub(crate) fn router(inner: Shared) -> Router {
         .route("/idleBeat", any(idle_beat))
         .route("/run", any(run))
         .route("/trigger", any(run))
+        .route(&format!("/{RUN_BATCH_ROUTE}"), any(run_batch))
         .route("/kill", any(kill))
         .route("/log", any(log))
         .fallback(not_found)
@@ -149,12 +151,33 @@ async fn run(
         Ok(r) => r,
         Err(msg) => return fail(msg),
     };
+    reply(start(&inner, req))
+}
+
+/// Many runs in one request: each is taken as `/run` takes it, and its answer is the one `/run`
+/// would have given, in the order of the requests. A body that cannot be read starts none.
+async fn run_batch(
+    State(inner): State<Shared>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let reqs: Vec<TriggerRequest> = match request(&inner, &method, &headers, body).await {
+        Ok(r) => r,
+        Err(msg) => return fail(msg),
+    };
+    let answers: Vec<Envelope<()>> = reqs.into_iter().map(|req| start(&inner, req)).collect();
+    reply(Envelope::success(Some(answers)))
+}
+
+/// Hands one run to its job's worker; the envelope says whether it was taken.
+fn start(inner: &Inner, req: TriggerRequest) -> Envelope<()> {
     let (job_id, log_id) = (req.job_id, req.log_id);
     match inner.run(req) {
-        Ok(()) => reply(Envelope::ok()),
+        Ok(()) => Envelope::ok(),
         Err(msg) => {
             tracing::info!(job_id, log_id, reason = %msg, "trigger refused");
-            fail(msg)
+            Envelope::fail(msg)
         }
     }
 }

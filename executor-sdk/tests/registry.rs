@@ -93,6 +93,7 @@ async fn sends_meta_extension_and_appname_header_when_set() {
     request.meta = Some(ExecutorMeta {
         weight: Some(3),
         labels: vec!["shanghai".into()],
+        run_batch: false,
     });
     let stop = CancellationToken::new();
     let task = registry::spawn(

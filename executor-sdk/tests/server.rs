@@ -198,6 +198,79 @@ async fn zero_of_zero_shards_is_one_shard() {
     ex.stop().await;
 }
 
+/// Many runs in one request: each is answered as `/run` answers it, in order, and each that was
+/// taken runs and calls back; a body that is not a list of triggers starts none.
+#[tokio::test]
+async fn batch_route_answers_each_run_in_order() {
+    let ex = TestExecutor::start(|_| {}, demo).await;
+    let batch = json!([
+        trigger(1, 11, "demoJobHandler"),
+        trigger(2, 12, "noSuchHandler"),
+        trigger_with(
+            3,
+            13,
+            "demoJobHandler",
+            json!({"broadcastIndex": 2, "broadcastTotal": 2})
+        ),
+        trigger(4, 14, "demoJobHandler"),
+    ]);
+    let env = ex.post("/shardline/run", &batch).await;
+    assert_eq!(env["code"], 200, "{env}");
+    let answers = env["data"].as_array().expect("one answer per run");
+    assert_eq!(answers.len(), 4, "{env}");
+    assert_eq!(env["content"], env["data"], "both payload keys");
+    assert_eq!(answers[0]["code"], 200);
+    assert_eq!(answers[1]["code"], 500);
+    assert_eq!(answers[1]["msg"], "job handler [noSuchHandler] not found.");
+    assert_eq!(answers[2]["code"], 500);
+    assert_eq!(
+        answers[2]["msg"],
+        "invalid shard: broadcastIndex 2 of broadcastTotal 2"
+    );
+    assert_eq!(answers[3]["code"], 200);
+    assert_eq!(ex.admin.callback(11).await.handle_code, 200);
+    assert_eq!(ex.admin.callback(14).await.handle_code, 200);
+
+    // One trigger instead of a list, and a wrong token: refused whole, nothing started.
+    let env = ex
+        .post("/shardline/run", &trigger(5, 15, "demoJobHandler"))
+        .await;
+    assert_eq!(env["code"], 500);
+    assert!(
+        env["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid request body"),
+        "{env}"
+    );
+    let wrong: Value = ex
+        .http
+        .post(format!("{}/shardline/run", ex.url))
+        .header(ACCESS_TOKEN_HEADER, "guess")
+        .body(json!([trigger(6, 16, "demoJobHandler")]).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(wrong["code"], 500);
+    assert_eq!(wrong["msg"], "The access token is wrong.");
+    // An empty list is a batch of nothing.
+    let env = ex.post("/shardline/run", &json!([])).await;
+    assert_eq!(env["code"], 200);
+    assert_eq!(env["data"], json!([]));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for refused in [12, 13, 15, 16] {
+        assert_eq!(
+            ex.admin.callback_count(refused),
+            0,
+            "log {refused} never ran"
+        );
+    }
+    ex.stop().await;
+}
+
 #[tokio::test]
 async fn oversized_request_gets_an_envelope() {
     let ex = TestExecutor::start(|c| c.max_request_bytes = 4096, demo).await;
@@ -235,6 +308,7 @@ async fn registers_and_deregisters_on_shutdown() {
     let meta = reg.meta.expect("meta sent");
     assert_eq!(meta.labels, vec!["shanghai"]);
     assert_eq!(meta.weight, Some(2));
+    assert!(meta.run_batch, "the SDK says it takes runs in batches");
     let admin = ex.admin.clone();
     ex.stop().await;
     let removed = admin.registry("registryRemove").await;

@@ -222,6 +222,8 @@ pub struct ExecutorView {
     pub first_seen: Option<i64>,
     pub weight: u32,
     pub labels: Vec<String>,
+    /// It takes many runs in one request (registered by the Shardline SDK).
+    pub run_batch: bool,
 }
 
 pub async fn live_executors(st: &AppState, g: &Group) -> Result<Vec<ExecutorView>, ApiError> {
@@ -235,6 +237,7 @@ pub async fn live_executors(st: &AppState, g: &Group) -> Result<Vec<ExecutorView
                 first_seen: None,
                 weight: 1,
                 labels: vec![],
+                run_batch: false,
             })
             .collect());
     }
@@ -253,6 +256,7 @@ pub async fn live_executors(st: &AppState, g: &Group) -> Result<Vec<ExecutorView
                 first_seen: Some(e.first_seen),
                 weight: meta.weight.unwrap_or(1).max(1),
                 labels: meta.labels,
+                run_batch: meta.run_batch,
             }
         })
         .collect())

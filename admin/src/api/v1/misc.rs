@@ -218,7 +218,8 @@ pub fn openapi() -> Value {
                 "GroupList": {"type": "array", "items": {"$ref": "#/components/schemas/Group"}},
                 "ExecutorList": {"type": "array", "items": {"type": "object", "properties": {
                     "address": {"type": "string"}, "last_beat_at": {"type": "integer"}, "first_seen": {"type": "integer"},
-                    "weight": {"type": "integer"}, "labels": {"type": "array", "items": {"type": "string"}}}}},
+                    "weight": {"type": "integer"}, "labels": {"type": "array", "items": {"type": "string"}},
+                    "run_batch": {"type": "boolean"}}}},
                 "Job": {"type": "object", "properties": {
                     "id": {"type": "integer", "readOnly": true}, "group_id": {"type": "integer"}, "name": {"type": "string"},
                     "description": {"type": "string"},
