@@ -31,6 +31,11 @@ use crate::store::{FireEnded, FireRuns, NewRun, Replacing, RunUpdate, Store, Sto
 /// instead of opening a socket per run, and a dead executor only holds up its own lane.
 const DISPATCH_CONCURRENCY: usize = 64;
 const MIN_LANE_CONCURRENCY: usize = 8;
+/// Batched run requests in flight at once to one executor. Each holds up to
+/// `SHARDLINE_DISPATCH_BATCH` runs: with many in flight, a fire of thousands of items on one
+/// executor arrived all at once, and the executor, starting them all, answered the last requests
+/// after their timeout.
+const BATCHES_IN_FLIGHT: usize = 2;
 /// A run request slower than this counts towards moving its job to the scheduler's slow pool
 /// (XXL-JOB's rule, applied per request: a large batch taking long is not one job being slow).
 const SLOW_REQUEST_MS: u128 = 500;
@@ -865,9 +870,14 @@ impl Dispatcher {
                 (DISPATCH_CONCURRENCY / by_executor.len().max(1)).max(MIN_LANE_CONCURRENCY);
             let (bodies, settle, runs) = (&bodies, &settle, &pending);
             let lanes = by_executor.into_values().map(|idx| {
+                let requests = self.requests_of_lane(runs, bodies, idx);
+                let in_flight = if requests.iter().any(|(group, _)| group.len() > 1) {
+                    BATCHES_IN_FLIGHT
+                } else {
+                    per_lane
+                };
                 // Collected first: a stream over the lazy iterator trips the compiler's Send check.
-                let sends: Vec<_> = self
-                    .requests_of_lane(runs, bodies, idx)
+                let sends: Vec<_> = requests
                     .into_iter()
                     .map(|(group, token)| async move {
                         let (w, run) = &runs[group[0]];
@@ -886,7 +896,7 @@ impl Dispatcher {
                     .collect();
                 async move {
                     futures::stream::iter(sends)
-                        .buffered(per_lane)
+                        .buffered(in_flight)
                         .collect::<Vec<_>>()
                         .await
                 }

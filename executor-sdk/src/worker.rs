@@ -208,7 +208,14 @@ impl Workers {
                 .lanes
                 .get(&lane_key)
                 .is_some_and(|l| l.state().busy());
-            if worker.lanes.values().any(|l| l.state().holds(log_id)) {
+            // A repeated request carries the same shard, so only its own lane can hold it:
+            // looking through every lane made a fire of thousands of items on one executor
+            // quadratic (5 100 items took seconds to accept).
+            if worker
+                .lanes
+                .get(&lane_key)
+                .is_some_and(|l| l.state().holds(log_id))
+            {
                 Err(format!("repeat trigger job, logId:{log_id}"))
             } else if busy && strategy == BlockStrategy::DiscardLater {
                 Err(MSG_DISCARD.to_string())

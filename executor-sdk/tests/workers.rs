@@ -287,6 +287,30 @@ async fn duplicate_log_id_is_refused_while_queued_or_running() {
     ex.admin.callback(2).await;
     assert_eq!(ex.admin.callback_count(1), 1);
     assert_eq!(probe.calls(), 2);
+
+    // Items of a sharded fire (each in its own lane): a repeat of one item's request is refused,
+    // the other items are not held up by it.
+    let item = |log_id: i64, index: i32| {
+        let mut t = sleep_trigger(8, log_id, 300, "SERIAL_EXECUTION");
+        t["broadcastIndex"] = json!(index);
+        t["broadcastTotal"] = json!(3);
+        t["shardlineIdempotencyKey"] = json!(format!("8:1:{index}"));
+        t
+    };
+    for (log_id, index) in [(11, 0), (12, 1), (13, 2)] {
+        ex.run_ok(&item(log_id, index)).await;
+    }
+    for (log_id, index) in [(11, 0), (13, 2)] {
+        let env = ex.run(&item(log_id, index)).await;
+        assert_eq!(env["msg"], format!("repeat trigger job, logId:{log_id}"));
+    }
+    for log_id in [11, 12, 13] {
+        assert_eq!(ex.admin.callback(log_id).await.handle_code, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for log_id in [11, 12, 13] {
+        assert_eq!(ex.admin.callback_count(log_id), 1, "log {log_id} ran once");
+    }
     ex.stop().await;
 }
 
