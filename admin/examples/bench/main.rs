@@ -650,7 +650,7 @@ fn print_table(root: &Value) {
         .and_then(Value::as_object)
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    let rows: [(&str, &str, &[&str]); 16] = [
+    let rows: [(&str, &str, &[&str]); 17] = [
         (
             "lateness p50 (ms)",
             "≤ 5",
@@ -677,6 +677,11 @@ fn print_table(root: &Value) {
             &["high_rate", "executor_runs_per_s"],
         ),
         ("admin CPU % (high rate)", "", &["high_rate", "cpu_pct"]),
+        (
+            "run requests/s (high rate)",
+            "",
+            &["high_rate", "run_requests_per_s"],
+        ),
         ("runs/s (low rate)", "", &["low_rate", "runs_per_s"]),
         ("admin CPU % (low rate)", "≤ 10", &["low_rate", "cpu_pct"]),
         ("RSS idle (MiB)", "≤ 16.7", &["idle", "rss_mib"]),

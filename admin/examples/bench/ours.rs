@@ -288,6 +288,23 @@ impl AdminProc {
         self.proc.pid()
     }
 
+    /// The HTTP requests that carried runs to executors so far (a batch of runs is one), from
+    /// `/metrics`; `None` from an admin that does not count them.
+    pub async fn run_requests(&self) -> Option<u64> {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("shardline_dispatch_requests_total "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         let dir = self.log_dir.clone();
         self.proc.check_alive(&dir)
@@ -519,10 +536,16 @@ pub async fn steady(
     let rss = RssSampler::start(pid);
     observed.reset_histogram();
     let executed_before = observed.executed.load(Ordering::Relaxed);
+    let requests_before = admin.run_requests().await;
     observed.recording.store(true, Ordering::Relaxed);
     sleep_until_ms(end).await;
     observed.recording.store(false, Ordering::Relaxed);
     let executed = observed.executed.load(Ordering::Relaxed) - executed_before;
+    let requests = admin
+        .run_requests()
+        .await
+        .zip(requests_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let cpu_pct = cpu.percent();
     let executors_pct = executors.percent();
     let mysqld_pct = mysqld.and_then(|w| w.percent());
@@ -581,6 +604,7 @@ pub async fn steady(
         "runs_failed": failed,
         "runs_per_s": r1(finished as f64 / window_s),
         "executor_runs_per_s": r1(executed as f64 / window_s),
+        "run_requests_per_s": requests.map(|n| r1(n as f64 / window_s)),
         "executor_lateness_samples": samples,
         "executor_lateness_p50_ms": exec_p50,
         "executor_lateness_p99_ms": exec_p99,
