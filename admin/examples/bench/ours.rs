@@ -291,18 +291,9 @@ impl AdminProc {
     /// The HTTP requests that carried runs to executors so far (a batch of runs is one), from
     /// `/metrics`; `None` from an admin that does not count them.
     pub async fn run_requests(&self) -> Option<u64> {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
+        sys::metric(&self.http, &self.base, "shardline_dispatch_requests_total")
             .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("shardline_dispatch_requests_total "))
-            .and_then(|v| v.trim().parse().ok())
+            .map(|v| v as u64)
     }
 
     pub fn check_alive(&mut self) -> anyhow::Result<()> {

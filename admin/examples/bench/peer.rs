@@ -188,23 +188,8 @@ impl RatchJob {
 
     /// Finished runs according to ratch-job's own counters (success + fail).
     async fn finished_counter(&self) -> Option<f64> {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .ok()?
-            .text()
-            .await
-            .ok()?;
-        let value = |name: &str| -> Option<f64> {
-            text.lines()
-                .filter(|l| !l.starts_with('#'))
-                .find(|l| l.split_whitespace().next() == Some(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        };
-        Some(value("task_success_size")? + value("task_fail_size").unwrap_or(0.0))
+        let value = |name| sys::metric(&self.http, &self.base, name);
+        Some(value("task_success_size").await? + value("task_fail_size").await.unwrap_or(0.0))
     }
 
     fn stop(mut self) {

@@ -366,6 +366,24 @@ pub fn profile_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Percentile (0..=100) of sorted values by nearest rank.
+/// A sample without labels from an admin's Prometheus page (`GET {base}/metrics`); `None` when
+/// the page cannot be read or has no such sample.
+pub async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Option<f64> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
 pub fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
     if sorted.is_empty() {
         return None;
