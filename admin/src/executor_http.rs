@@ -81,7 +81,7 @@ impl ExecutorHttp {
         &self,
         url: &str,
         token: &str,
-        body: Vec<u8>,
+        body: Bytes,
         timeout: Duration,
     ) -> Result<(StatusCode, Bytes), NoAnswer> {
         let failed = |detail: String| NoAnswer {
@@ -100,7 +100,7 @@ impl ExecutorHttp {
             req = req.header(ACCESS_TOKEN_HEADER, token);
         }
         let req = req
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .map_err(|e| failed(e.to_string()))?;
         let exchange = async {
             let sent = if https {
@@ -175,13 +175,13 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, app).await });
         let http = ExecutorHttp::new(SHORT);
         let (status, bytes) = http
-            .post_json(&url, "secret", br#"{"a":1}"#.to_vec(), SHORT)
+            .post_json(&url, "secret", Bytes::from_static(br#"{"a":1}"#), SHORT)
             .await
             .unwrap();
         assert_eq!(status, StatusCode::IM_A_TEAPOT);
         assert_eq!(&bytes[..], br#"secret|true|{"a":1}"#);
         let (_, bytes) = http
-            .post_json(&url, "", b"{}".to_vec(), SHORT)
+            .post_json(&url, "", Bytes::from_static(b"{}"), SHORT)
             .await
             .unwrap();
         assert_eq!(&bytes[..], b"|true|{}", "no token header without a token");
@@ -194,7 +194,10 @@ mod tests {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/beat", closed.local_addr().unwrap());
         drop(closed);
-        let e = http.post_json(&url, "", vec![], SHORT).await.unwrap_err();
+        let e = http
+            .post_json(&url, "", Bytes::new(), SHORT)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind, "connection refused", "{e:?}");
         assert!(e.detail.contains("Connection refused"), "{e:?}");
 
@@ -207,12 +210,15 @@ mod tests {
                 held.push(conn);
             }
         });
-        let e = http.post_json(&url, "", vec![], SHORT).await.unwrap_err();
+        let e = http
+            .post_json(&url, "", Bytes::new(), SHORT)
+            .await
+            .unwrap_err();
         assert_eq!(e.kind, "timed out", "{e:?}");
         hold.abort();
 
         let e = http
-            .post_json("http://bad host/run", "", vec![], SHORT)
+            .post_json("http://bad host/run", "", Bytes::new(), SHORT)
             .await
             .unwrap_err();
         assert_eq!(e.kind, "request failed", "{e:?}");

@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bytes::Bytes;
 use futures::StreamExt;
 use shardline_executor::protocol::{self, Envelope, Generation, TriggerRequest};
 
@@ -805,8 +806,8 @@ impl Dispatcher {
                 break;
             }
             let sent_at = now_ms();
-            // Each run's request, encoded once: sent alone or in a batch.
-            let bodies: Vec<Result<Vec<u8>, CallError>> = pending
+            // Each run's request, encoded once: sent alone (shared, not copied) or in a batch.
+            let bodies: Vec<Result<Bytes, CallError>> = pending
                 .iter()
                 .map(|(w, run)| {
                     let checkpoint = checkpoints
@@ -821,10 +822,12 @@ impl Dispatcher {
                         })
                         .map(|(value, _)| value.clone());
                     let req = self.trigger_request(&w.job, w.fire_id, run, checkpoint);
-                    serde_json::to_vec(&req).map_err(|e| CallError {
-                        transport: true,
-                        message: format!("cannot encode the run request: {e}"),
-                    })
+                    serde_json::to_vec(&req)
+                        .map(Bytes::from)
+                        .map_err(|e| CallError {
+                            transport: true,
+                            message: format!("cannot encode the run request: {e}"),
+                        })
                 })
                 .collect();
             // What an answer means for pending run `i`: its update is stored as it comes, so that
@@ -1025,7 +1028,7 @@ impl Dispatcher {
     fn requests_of_lane(
         &self,
         pending: &[(Arc<FireWork>, Run)],
-        bodies: &[Result<Vec<u8>, CallError>],
+        bodies: &[Result<Bytes, CallError>],
         lane: Vec<usize>,
     ) -> Vec<(Vec<usize>, String)> {
         let most = self.settings.dispatch_batch;
@@ -1068,7 +1071,7 @@ impl Dispatcher {
         address: &str,
         token: &str,
         group: &[usize],
-        bodies: &[Result<Vec<u8>, CallError>],
+        bodies: &[Result<Bytes, CallError>],
     ) -> Vec<Result<Envelope<serde_json::Value>, CallError>> {
         if address.is_empty() {
             let none = CallError {
@@ -1108,6 +1111,7 @@ impl Dispatcher {
             body.extend_from_slice(bodies[i].as_ref().expect("only encoded runs are batched"));
         }
         body.push(b']');
+        let body = Bytes::from(body);
         self.count_request();
         let answer = post_envelope_bytes::<Vec<Envelope<serde_json::Value>>>(
             &self.http,
@@ -1417,7 +1421,7 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
             normalize_address(address)
         ),
     })?;
-    post_envelope_bytes(http, address, path, token, body, timeout).await
+    post_envelope_bytes(http, address, path, token, Bytes::from(body), timeout).await
 }
 
 /// [`post_envelope`] with the request already encoded.
@@ -1426,7 +1430,7 @@ async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
     address: &str,
     path: &str,
     token: &str,
-    body: Vec<u8>,
+    body: Bytes,
     timeout: std::time::Duration,
 ) -> Result<Envelope<T>, CallError> {
     let url = format!("{}{path}", normalize_address(address));
