@@ -4,15 +4,17 @@
 //! over each run request's answer as it comes; one writer task drains the channel in batches (up
 //! to [`BATCH_MAX`] items or whatever arrived within [`BATCH_WAIT`]) and applies each batch, with
 //! the new states of the fires it touched, in one transaction, so 10 000 results per second
-//! cost about a hundred transactions, not 10 000. A short run's answer and its callback mostly
-//! land in the same batch and are written as one row update. Fires whose runs all finished are
-//! then handed to [`FireEvents`] once.
+//! cost about a hundred transactions, not 10 000. An executor's acceptance of a run waits up to
+//! [`ANSWER_HOLD`] for the run's result, so that a short run's answer and result are written as
+//! one row update. Fires whose runs all finished are then handed to [`FireEvents`] once.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::metrics::Metrics;
 use crate::model::{now_ms, RunState};
@@ -32,6 +34,14 @@ const BEHIND_AT: usize = 4 * BATCH_MAX;
 /// How long a batch collects results after its first one: a burst of results becomes a few
 /// transactions, and a result is stored at most this much later.
 const BATCH_WAIT: Duration = Duration::from_millis(10);
+/// How long an executor's acceptance of a run is kept back for the run's result, to be written
+/// with it: one row update instead of two (and one of the fire's instead of two). An executor
+/// that takes a batch of runs answers for all of them at once and returns their results as
+/// they finish; at 10 000 runs a second the results of short runs came 40–600 ms after their
+/// answers, so with a 10 ms window almost every answer was written apart (docs/benchmarks.md,
+/// thirty-second round). Meanwhile the run reads `triggering`, which the lost-run watch
+/// already gives a second before judging it.
+pub const ANSWER_HOLD: Duration = Duration::from_secs(1);
 
 /// One result reported by an executor: (run id, handle code, message).
 pub type CallbackEntry = (i64, i32, String);
@@ -42,15 +52,20 @@ pub type FireEvents = mpsc::UnboundedSender<FireEnded>;
 enum Entry {
     Callback(CallbackEntry),
     Sent(RunUpdate),
-    /// Answered once everything queued before it is stored (true) or dropped (false).
-    Flush(oneshot::Sender<bool>),
+    /// Answered once everything queued before it is stored (true) or dropped (false); with
+    /// `held`, the acceptances kept back for their results as well.
+    Flush {
+        held: bool,
+        done: oneshot::Sender<bool>,
+    },
 }
 
 /// The sending side, cloned into the HTTP handlers and the dispatcher.
 #[derive(Clone)]
 pub struct ResultSink {
     tx: mpsc::UnboundedSender<Entry>,
-    /// Results queued or being written, not yet stored.
+    /// Results queued or being written, not yet stored; acceptances kept back for their
+    /// results ([`ANSWER_HOLD`]) are not counted: they are not writes the database is behind on.
     waiting: Arc<AtomicUsize>,
 }
 
@@ -61,8 +76,9 @@ impl ResultSink {
         items.into_iter().all(|i| self.queue(Entry::Callback(i)))
     }
 
-    /// Queues the answer to a run request; never blocks. Once the writer has stopped the answer
-    /// is lost, and the next [`ResultSink::flush`] says so.
+    /// Queues the answer to a run request; never blocks. An acceptance may be kept back for up
+    /// to [`ANSWER_HOLD`] to be written with its run's result. Once the writer has stopped the
+    /// answer is lost, and the next [`ResultSink::flush`] says so.
     pub fn sent(&self, update: RunUpdate) {
         self.queue(Entry::Sent(update));
     }
@@ -86,11 +102,23 @@ impl ResultSink {
         self.waiting.load(Ordering::Relaxed) > BEHIND_AT
     }
 
-    /// Waits until everything queued so far is stored. False when some of it was not (the
-    /// writer gave up on a batch, or has stopped).
+    /// Waits until everything queued so far is stored, but for the acceptances kept back for
+    /// their results. False when some of it was not (the writer gave up on a batch, or has
+    /// stopped).
     pub async fn flush(&self) -> bool {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Entry::Flush(tx)).is_ok() && rx.await.unwrap_or(false)
+        self.flush_with(false).await
+    }
+
+    /// As [`ResultSink::flush`], the acceptances kept back included: for a caller that must
+    /// see every answer stored (a dispatch round followed by failovers, whose fire keeps the
+    /// first send time stored).
+    pub async fn flush_all(&self) -> bool {
+        self.flush_with(true).await
+    }
+
+    async fn flush_with(&self, held: bool) -> bool {
+        let (done, rx) = oneshot::channel();
+        self.tx.send(Entry::Flush { held, done }).is_ok() && rx.await.unwrap_or(false)
     }
 }
 
@@ -105,23 +133,43 @@ pub fn start(
     let queued = waiting.clone();
     let handle = tokio::spawn(async move {
         let mut batch = Batch::default();
+        let mut held = Held::default();
         loop {
-            let Some(first) = rx.recv().await else { break };
-            batch.add(first);
-            let deadline = tokio::time::Instant::now() + BATCH_WAIT;
-            while batch.len() < BATCH_MAX {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(item)) => batch.add(item),
-                    _ => break,
+            // The next entry, or the time the oldest acceptance held has waited enough.
+            let first = match held.next_due() {
+                Some(due) => tokio::time::timeout_at(due, rx.recv()).await.ok(),
+                None => Some(rx.recv().await),
+            };
+            let open = match first {
+                Some(Some(first)) => {
+                    batch.add(first);
+                    let deadline = Instant::now() + BATCH_WAIT;
+                    while batch.len() < BATCH_MAX {
+                        match tokio::time::timeout_at(deadline, rx.recv()).await {
+                            Ok(Some(item)) => batch.add(item),
+                            _ => break,
+                        }
+                    }
+                    true
                 }
-            }
-            let stored = write_batch(&store, &metrics, &events, &batch).await;
-            queued.fetch_sub(batch.len(), Ordering::Relaxed);
+                Some(None) => false,
+                None => true,
+            };
+            let taken = batch.len();
+            // Once every sink is gone, nothing more can come: everything held is written.
+            batch.release_all |= !open;
+            held.exchange(&mut batch, Instant::now());
+            let stored = batch.len() == 0 || write_batch(&store, &metrics, &events, &batch).await;
+            queued.fetch_sub(taken, Ordering::Relaxed);
             for waiter in batch.flushes.drain(..) {
                 let _ = waiter.send(stored);
             }
             batch.sent.clear();
             batch.callbacks.clear();
+            batch.release_all = false;
+            if !open {
+                break;
+            }
         }
     });
     (ResultSink { tx, waiting }, handle)
@@ -132,6 +180,8 @@ struct Batch {
     sent: Vec<RunUpdate>,
     callbacks: Vec<CallbackEntry>,
     flushes: Vec<oneshot::Sender<bool>>,
+    /// A flush asked for the acceptances held as well.
+    release_all: bool,
 }
 
 impl Batch {
@@ -139,12 +189,62 @@ impl Batch {
         match entry {
             Entry::Callback(c) => self.callbacks.push(c),
             Entry::Sent(u) => self.sent.push(u),
-            Entry::Flush(w) => self.flushes.push(w),
+            Entry::Flush { held, done } => {
+                self.release_all |= held;
+                self.flushes.push(done);
+            }
         }
     }
 
     fn len(&self) -> usize {
         self.sent.len() + self.callbacks.len()
+    }
+}
+
+/// Acceptances kept back for their runs' results ([`ANSWER_HOLD`]), by run, and in the order
+/// they came (each with the time it is written at the latest).
+#[derive(Default)]
+struct Held {
+    by_run: HashMap<i64, RunUpdate>,
+    due: VecDeque<(Instant, i64)>,
+}
+
+impl Held {
+    fn next_due(&self) -> Option<Instant> {
+        self.due.front().map(|(at, _)| *at)
+    }
+
+    /// Keeps back the batch's acceptances whose result is not in it, and gives it back the
+    /// held ones whose result is, every held one that has waited [`ANSWER_HOLD`], and all of
+    /// them when a flush asked for them.
+    fn exchange(&mut self, batch: &mut Batch, now: Instant) {
+        let results: HashSet<i64> = batch.callbacks.iter().map(|(id, _, _)| *id).collect();
+        if !batch.release_all {
+            let until = now + ANSWER_HOLD;
+            let (keep, hold): (Vec<RunUpdate>, Vec<RunUpdate>) = std::mem::take(&mut batch.sent)
+                .into_iter()
+                .partition(|u| u.state != RunState::Running || results.contains(&u.run_id));
+            batch.sent = keep;
+            for u in hold {
+                self.due.push_back((until, u.run_id));
+                self.by_run.insert(u.run_id, u);
+            }
+        }
+        for id in &results {
+            if let Some(u) = self.by_run.remove(id) {
+                batch.sent.push(u);
+            }
+        }
+        while let Some(&(at, id)) = self.due.front() {
+            if at > now && !batch.release_all {
+                break;
+            }
+            self.due.pop_front();
+            // Gone already when its result came first.
+            if let Some(u) = self.by_run.remove(&id) {
+                batch.sent.push(u);
+            }
+        }
     }
 }
 

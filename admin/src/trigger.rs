@@ -830,10 +830,10 @@ impl Dispatcher {
                         })
                 })
                 .collect();
-            // What an answer means for pending run `i`: its update is stored as it comes, so that
-            // the executor's result, close behind, is mostly written in the same row update; an
-            // unanswered request that may fail over is kept for the failover, which stores it
-            // with the new attempt.
+            // What an answer means for pending run `i`: its update is handed to the results
+            // writer as it comes, which keeps an acceptance back for the run's result to write
+            // both in one row update; an unanswered request that may fail over is kept for the
+            // failover, which stores it with the new attempt.
             let settle = |i: usize,
                           result: Result<Envelope<serde_json::Value>, CallError>,
                           took: std::time::Duration,
@@ -958,8 +958,15 @@ impl Dispatcher {
                 next.push((w, run.id, NewRun::next_attempt(&run, address), update));
             }
             // The answers, with each fire's send time, are stored before this round ends, so a
-            // later round (the failovers below) keeps the first send time.
-            if !self.results.flush().await {
+            // later round (the failovers below) keeps the first send time; without one, the
+            // acceptances may wait for their results (`results::ANSWER_HOLD`), but the failed
+            // answers are stored before their fires are refreshed below.
+            let stored = if next.is_empty() {
+                self.results.flush().await
+            } else {
+                self.results.flush_all().await
+            };
+            if !stored {
                 return Err(StoreError::NotStored(
                     "the answers to run requests were not stored",
                 ));

@@ -326,6 +326,8 @@ async fn pyxxl_executor_runs_jobs_from_the_admin() {
         .await;
     let slow_fire = answer["fire_id"].as_i64().expect("fire id");
     let slow_run = answer["run_ids"][0].as_i64().expect("run id");
+    // The run reads `running` once its acceptance is stored: with its result, or alone after
+    // the results writer held it for `ANSWER_HOLD` (a second) waiting for one.
     let mut log = Value::Null;
     for _ in 0..200 {
         log = admin
@@ -334,6 +336,7 @@ async fn pyxxl_executor_runs_jobs_from_the_admin() {
         if log["content"]
             .as_str()
             .is_some_and(|c| c.contains("pyxxl_slow started"))
+            && log["state"] == "running"
         {
             break;
         }

@@ -1366,6 +1366,147 @@ async fn raw(db: &TestDb, sql: &str, id: i64) -> Option<String> {
     }
 }
 
+/// The results writer keeps an acceptance back for its run's result and writes both together;
+/// a refusal is stored at once, an acceptance whose result does not come within
+/// `ANSWER_HOLD` is stored alone, `flush_all` and the writer's end store every one held.
+#[tokio::test]
+async fn the_writer_holds_an_acceptance_for_its_result() {
+    use shardline_admin::metrics::Metrics;
+    use shardline_admin::results::{self, ANSWER_HOLD};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    each_db(|s, kind| async move {
+        let g = s.create_group(&group("app-held"), 1).await.unwrap();
+        let j = s.create_job(&job(g, "held"), 1).await.unwrap();
+        let runs: Vec<NewRun> = (0..5).map(|i| run(i, 5, "a")).collect();
+        let (fire, ids) = s
+            .create_fire(j, g, "CRON", 1_000, None, "", None, &runs, 100)
+            .await
+            .unwrap()
+            .unwrap();
+        let accepted = |run_id: i64| RunUpdate {
+            run_id,
+            fire_id: fire,
+            state: RunState::Running,
+            executor_address: "a".into(),
+            trigger_code: 200,
+            trigger_msg: String::new(),
+            at: 111,
+            fire_sent_at: 110,
+        };
+        let (events, mut ended) = tokio::sync::mpsc::unbounded_channel();
+        let (sink, writer) = results::start(s.clone(), Arc::new(Metrics::default()), events);
+        let state = |id: i64| {
+            let s = s.clone();
+            async move {
+                let r = s.get_run(id).await.unwrap().unwrap();
+                (
+                    r.state.as_str().to_string(),
+                    r.executor_address,
+                    r.dispatched_at,
+                )
+            }
+        };
+        let triggering = ("triggering".to_string(), "a".to_string(), None);
+        let running = ("running".to_string(), "a".to_string(), Some(111));
+
+        for id in &ids[..4] {
+            sink.sent(accepted(*id));
+        }
+        sink.sent(RunUpdate {
+            state: RunState::Failed,
+            trigger_code: 500,
+            trigger_msg: "refused by a: busy".into(),
+            ..accepted(ids[4])
+        });
+        assert!(sink.flush().await, "{kind}");
+        assert_eq!(
+            state(ids[4]).await.0,
+            "failed",
+            "{kind}: a refusal is stored at once"
+        );
+        for id in &ids[..4] {
+            assert_eq!(state(*id).await, triggering, "{kind}: acceptances held");
+        }
+
+        // A result: its run's answer is written with it.
+        assert!(sink.submit(vec![(ids[0], 200, "ok".into())]));
+        assert!(sink.flush().await, "{kind}");
+        let r = s.get_run(ids[0]).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                r.state.as_str(),
+                r.handle_msg.as_str(),
+                r.executor_address.as_str()
+            ),
+            ("succeeded", "ok", "a"),
+            "{kind}"
+        );
+        assert_eq!(
+            (r.trigger_code, r.dispatched_at, r.finished_at.is_some()),
+            (200, Some(111), true),
+            "{kind}"
+        );
+        assert_eq!(
+            state(ids[1]).await,
+            triggering,
+            "{kind}: the others still held"
+        );
+
+        // flush_all stores every acceptance held.
+        assert!(sink.flush_all().await, "{kind}");
+        for id in &ids[1..4] {
+            assert_eq!(state(*id).await, running, "{kind}: stored by flush_all");
+        }
+
+        // An acceptance whose result does not come is stored alone once it has waited.
+        let (fire2, ids2) = s
+            .create_fire(
+                j,
+                g,
+                "CRON",
+                2_000,
+                None,
+                "",
+                None,
+                &[run(0, 2, "a"), run(1, 2, "a")],
+                100,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let held = Instant::now();
+        sink.sent(RunUpdate {
+            fire_id: fire2,
+            ..accepted(ids2[0])
+        });
+        while state(ids2[0]).await == triggering {
+            assert!(held.elapsed() < ANSWER_HOLD * 5, "{kind}: never stored");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            held.elapsed() >= ANSWER_HOLD,
+            "{kind}: stored after {:?}",
+            held.elapsed()
+        );
+        assert_eq!(state(ids2[0]).await, running, "{kind}");
+
+        // The writer's end stores what it still holds.
+        sink.sent(RunUpdate {
+            fire_id: fire2,
+            ..accepted(ids2[1])
+        });
+        drop(sink);
+        writer.await.unwrap();
+        assert_eq!(state(ids2[1]).await, running, "{kind}: stored at the end");
+
+        // Neither fire has all its results: none was reported ended.
+        assert!(ended.try_recv().is_err(), "{kind}: no fire ended");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
     for db in TestDb::all().await {
