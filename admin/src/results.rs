@@ -240,7 +240,7 @@ impl Held {
                 break;
             }
             self.due.pop_front();
-            // Gone already when its result came first.
+            // Gone already if its result came in the meantime.
             if let Some(u) = self.by_run.remove(&id) {
                 batch.sent.push(u);
             }
