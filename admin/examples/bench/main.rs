@@ -650,7 +650,7 @@ fn print_table(root: &Value) {
         .and_then(Value::as_object)
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    let rows: [(&str, &str, &[&str]); 17] = [
+    let rows: [(&str, &str, &[&str]); 18] = [
         (
             "lateness p50 (ms)",
             "≤ 5",
@@ -665,6 +665,11 @@ fn print_table(root: &Value) {
             "executor-seen lateness p99 (ms)",
             "",
             &["high_rate", "executor_lateness_p99_ms"],
+        ),
+        (
+            "run end stored p99 (ms after planned)",
+            "",
+            &["high_rate", "run_end_stored_p99_ms"],
         ),
         (
             "runs/s stored (high rate)",

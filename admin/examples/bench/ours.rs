@@ -579,6 +579,19 @@ pub async fn steady(
             &[start, end],
         )
         .await?;
+    // How long after its planned time each run's end was stored: what a user waits for to see
+    // it finished (the executors' start, their results' way back, and the results writer).
+    let ends = reader
+        .pairs(
+            "SELECT f.planned_at, NULLIF(r.finished_at, 0) FROM runs r JOIN fires f ON f.id = r.fire_id WHERE r.finished_at >= ? AND r.finished_at < ? AND r.state NOT IN ('triggering', 'running')",
+            &[start, end],
+        )
+        .await?;
+    let mut stored_after: Vec<i64> = ends
+        .iter()
+        .filter_map(|(p, f)| f.map(|f| (f - p).max(0)))
+        .collect();
+    stored_after.sort_unstable();
     let (samples, exec_p50, exec_p99) = observed.lateness();
     Ok(json!({
         "jobs": spec.jobs,
@@ -599,6 +612,8 @@ pub async fn steady(
         "executor_lateness_samples": samples,
         "executor_lateness_p50_ms": exec_p50,
         "executor_lateness_p99_ms": exec_p99,
+        "run_end_stored_p50_ms": percentile(&stored_after, 50.0),
+        "run_end_stored_p99_ms": percentile(&stored_after, 99.0),
         "cpu_pct": cpu_pct.map(r1),
         "rss_mean_mib": rss_mean.map(r1),
         "rss_max_mib": rss_max.map(r1),
