@@ -552,11 +552,7 @@ pub async fn steady(
             &[start, end],
         )
         .await?;
-    let mut late: Vec<i64> = rows
-        .iter()
-        .filter_map(|(p, d)| d.map(|d| (d - p).max(0)))
-        .collect();
-    late.sort_unstable();
+    let late = sorted_delays(&rows);
     // The latest sent fire of each second of the window, in order (null: none of its fires went
     // out): a high p99 is either a few bad seconds (a stall) or every second's tail (a steady
     // cost), and these tell which.
@@ -587,11 +583,7 @@ pub async fn steady(
             &[start, end],
         )
         .await?;
-    let mut stored_after: Vec<i64> = ends
-        .iter()
-        .filter_map(|(p, f)| f.map(|f| (f - p).max(0)))
-        .collect();
-    stored_after.sort_unstable();
+    let stored_after = sorted_delays(&ends);
     let (samples, exec_p50, exec_p99) = observed.lateness();
     Ok(json!({
         "jobs": spec.jobs,
@@ -620,6 +612,17 @@ pub async fn steady(
         "mysqld_cpu_pct": mysqld_pct.map(r1),
         "executors_cpu_pct": executors_pct.map(r1),
     }))
+}
+
+/// The delays (`at - from`, none below 0) of the pairs whose `at` is set, sorted for
+/// [`percentile`].
+fn sorted_delays(pairs: &[(i64, Option<i64>)]) -> Vec<i64> {
+    let mut delays: Vec<i64> = pairs
+        .iter()
+        .filter_map(|(from, at)| at.map(|at| (at - from).max(0)))
+        .collect();
+    delays.sort_unstable();
+    delays
 }
 
 /// RSS with `n` jobs defined (enabled, firing once a day at 03:00 so none fires while measured).
