@@ -37,9 +37,9 @@ const BATCH_WAIT: Duration = Duration::from_millis(10);
 /// How long an executor's acceptance of a run is kept back for the run's result, to be written
 /// with it: one row update instead of two (and one of the fire's instead of two). An executor
 /// that takes a batch of runs answers for all of them at once and returns their results as
-/// they finish; at 10 000 runs a second the results of short runs came 40–600 ms after their
-/// answers, so with a 10 ms window almost every answer was written apart (docs/benchmarks.md,
-/// thirty-second round). Meanwhile the run reads `triggering`, which the lost-run watch
+/// they finish; the results of short runs came about 40 ms after their answers at 1 000 runs a
+/// second and up to 600 ms after at 10 000, so with a 10 ms window almost every answer was
+/// written apart (docs/benchmarks.md, thirty-second round). Meanwhile the run reads `triggering`, which the lost-run watch
 /// already gives a second before judging it.
 pub const ANSWER_HOLD: Duration = Duration::from_secs(1);
 
