@@ -3,18 +3,13 @@
 //! Workers call [`CallbackSender::send`], which never blocks and never drops: items go into an
 //! unbounded queue, or straight to the spool once the pipeline has shut down. One consumer batches
 //! the queue (up to `batch_max` items, lingering a few milliseconds) and posts each batch in the
-//! shape of the configured admin generation, with up to [`IN_FLIGHT`] batches on their way at once,
-//! so that a burst of results (a broadcast to thousands of runs ends all at once) does not wait one
-//! round trip per batch, one batch after another. Each batch keeps its items in queue order;
-//! batches may land in any order, which no admin minds (a run has one result). A batch that cannot
-//! be delivered after a few attempts is written to the spool folder as a JSON file (atomically:
-//! temporary file, fsync, rename), and a retry task re-sends spooled files every `retry_interval`
-//! and deletes each one the admin accepts. The retry task also runs at start, so files left by a
-//! previous process are replayed.
+//! shape of the configured admin generation. A batch that cannot be delivered after a few attempts
+//! is written to the spool folder as a JSON file (atomically: temporary file, fsync, rename), and a
+//! retry task re-sends spooled files every `retry_interval` and deletes each one the admin accepts.
+//! The retry task also runs at start, so files left by a previous process are replayed.
 //!
-//! While the admin is known to be down, batches are spooled at once but for one post a second that
-//! checks whether it is back (batches already on their way when it failed finish their attempts),
-//! so a dead admin costs neither memory nor a timeout per batch.
+//! While the admin is known to be down the consumer probes it at most once a second and spools the
+//! other batches at once, so a dead admin costs neither memory nor a timeout per batch.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -25,7 +20,6 @@ use std::time::Duration;
 
 use md5::{Digest, Md5};
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -35,10 +29,6 @@ use crate::runlog::RunLogs;
 
 /// How long the consumer waits for more items before posting a batch that is not full.
 const FLUSH_LINGER: Duration = Duration::from_millis(5);
-/// Most batches posted and not yet answered (and logged) at once. More would not shorten a burst
-/// much further on a two-core executor, and an admin gets at most this many callback requests at a
-/// time from one executor.
-pub const IN_FLIGHT: usize = 4;
 /// Attempts per batch (with backoff) before it is spooled.
 const SEND_ATTEMPTS: u32 = 3;
 const BACKOFF_BASE: Duration = Duration::from_millis(200);
@@ -174,8 +164,7 @@ struct Shared {
     spool: Arc<Spool>,
     /// Batches the spool could not take (disk full, folder not writable), retried from memory.
     unspooled: Mutex<Vec<Vec<CallbackItem>>>,
-    /// When the last post failed, or the last probe of a down admin began; `None` while the admin
-    /// answers.
+    /// When the last post failed; `None` while the admin answers.
     last_failure: Mutex<Option<Instant>>,
     /// Wakes the retry task when the admin answers again after a failure.
     recovered: Notify,
@@ -201,21 +190,6 @@ impl Shared {
         result
     }
 
-    /// Whether a batch may be posted now: always while the admin answers; while it is down, one
-    /// batch per [`PROBE_PERIOD`] (it takes the period by stamping the failure time anew), so
-    /// batches delivered side by side do not all wait on a dead admin.
-    fn may_post(&self) -> bool {
-        let mut last = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
-        match *last {
-            None => true,
-            Some(t) if t.elapsed() >= PROBE_PERIOD => {
-                *last = Some(Instant::now());
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
     /// Whether the admin failed less than [`PROBE_PERIOD`] ago (then a batch is spooled at once).
     fn recently_failed(&self) -> bool {
         let last = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,7 +199,7 @@ impl Shared {
     /// Posts a batch with a few attempts; spools it when they all fail.
     async fn deliver(&self, batch: Vec<CallbackItem>, stop: &CancellationToken) {
         let mut last_error = String::from("admin unreachable (failed less than a second ago)");
-        if self.may_post() {
+        if !self.recently_failed() {
             for attempt in 1..=SEND_ATTEMPTS {
                 match self.post(&batch).await {
                     Ok(()) => {
@@ -373,48 +347,18 @@ async fn run_consumer(
     mut rx: mpsc::UnboundedReceiver<CallbackItem>,
     stop: CancellationToken,
 ) {
-    let mut sending: JoinSet<()> = JoinSet::new();
     loop {
-        if sending.len() >= IN_FLIGHT {
-            // Full: the queue keeps growing (it is unbounded) until a batch lands.
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => break,
-                done = sending.join_next() => {
-                    reap(done);
-                    continue;
-                }
-            }
-        }
         let first = tokio::select! {
             biased;
             _ = stop.cancelled() => break,
-            done = sending.join_next(), if !sending.is_empty() => {
-                reap(done);
-                continue;
-            }
             item = rx.recv() => item,
         };
         // `None`: every sender is gone and the queue is empty, so nothing can arrive any more.
-        let Some(first) = first else { break };
+        let Some(first) = first else { return };
         let batch = collect_batch(first, &mut rx, shared.batch_max).await;
-        let (shared, stop) = (shared.clone(), stop.clone());
-        sending.spawn(async move { shared.deliver(batch, &stop).await });
-    }
-    // Batches on their way finish first (a stop cuts their backoff short and spools them), so the
-    // drain below never races them. With every sender gone the queue is empty and the drain
-    // returns at once.
-    while let Some(done) = sending.join_next().await {
-        reap(Some(done));
+        shared.deliver(batch, &stop).await;
     }
     drain(&shared, rx).await;
-}
-
-/// Reports a delivery task that panicked (its batch is lost to this process, as with any panic).
-fn reap(done: Option<Result<(), tokio::task::JoinError>>) {
-    if let Some(Err(e)) = done {
-        tracing::error!(error = %e, "callback delivery task failed");
-    }
 }
 
 /// Takes what is queued, lingering [`FLUSH_LINGER`] for more, up to `max` items.

@@ -1,8 +1,7 @@
 //! A protocol-exact fake admin for the SDK tests: an axum server on 127.0.0.1:0 that records every
 //! POST (path, headers, JSON body, arrival time) and answers with the XXL-JOB envelope. It can be
-//! told to fail (envelope code 500, or a non-200 HTTP status), to hold its answers until released
-//! (a slow admin), and it can be stopped and started again on the same port to play an admin that
-//! goes down and comes back.
+//! told to fail (envelope code 500, or a non-200 HTTP status), and it can be stopped and started
+//! again on the same port to play an admin that goes down and comes back.
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
@@ -52,8 +51,6 @@ pub enum Mode {
 struct Shared {
     calls: Arc<Mutex<Vec<Call>>>,
     mode: Arc<Mutex<Mode>>,
-    /// While `true`, every request is recorded on arrival and answered only once it turns `false`.
-    hold: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 pub struct FakeAdmin {
@@ -80,7 +77,6 @@ impl FakeAdmin {
             shared: Shared {
                 calls: Arc::new(Mutex::new(Vec::new())),
                 mode: Arc::new(Mutex::new(Mode::Ok)),
-                hold: Arc::new(tokio::sync::watch::Sender::new(false)),
             },
             server: Mutex::new(None),
         };
@@ -95,12 +91,6 @@ impl FakeAdmin {
 
     pub fn set_mode(&self, mode: Mode) {
         *self.shared.mode.lock().unwrap() = mode;
-    }
-
-    /// While `hold` is set, requests are recorded as they arrive but answered only when it is
-    /// cleared.
-    pub fn hold_answers(&self, hold: bool) {
-        self.shared.hold.send_replace(hold);
     }
 
     /// Stops listening: connections are refused until [`FakeAdmin::up`].
@@ -175,8 +165,6 @@ async fn record(
         body,
         at: Instant::now(),
     });
-    let mut held = shared.hold.subscribe();
-    let _ = held.wait_for(|hold| !*hold).await;
     let mode = *shared.mode.lock().unwrap();
     let json = |text: &'static str| {
         (StatusCode::OK, [("content-type", "application/json")], text).into_response()
