@@ -115,6 +115,28 @@ fn quick_run_writes_a_complete_report() {
         checks.iter().all(|c| c["value"].is_number()),
         "a check without a value:\n{text}"
     );
+    // The checks and the report's targets are one list: each check names a target and holds its
+    // fixed limit, and each fixed target (not one against a peer, absent here) is checked.
+    let targets = report["targets"].as_object().expect("targets");
+    for c in checks {
+        let name = c["figure"].as_str().expect("a check's figure");
+        let target = targets
+            .get(name)
+            .unwrap_or_else(|| panic!("check {name} has no target"));
+        // A peer's target has its limit in the peer's figure, not in the target.
+        let fixed = &target[c["kind"].as_str().expect("kind")];
+        if fixed.is_number() {
+            assert_eq!(fixed, &c["limit"], "{name}");
+        }
+    }
+    for (name, t) in targets {
+        if t["max"].is_number() || t["min"].is_number() {
+            assert!(
+                checks.iter().any(|c| c["figure"] == name.as_str()),
+                "target {name} is not checked:\n{text}"
+            );
+        }
+    }
 }
 
 /// The processes a process started that are still its children.
