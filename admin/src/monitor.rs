@@ -22,7 +22,9 @@ use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
 use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, TriggerType};
+use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
+use crate::scheduler::MAX_PREPARE_MS;
 use crate::store::{FireEnded, Store};
 use crate::trigger::{post_envelope, Dispatcher, FireRequest};
 
@@ -215,6 +217,15 @@ pub fn retry_delay(interval_s: i64, backoff: i64, retries: i64) -> i64 {
 
 /// Open runs judged per sweep of the lost-run watch.
 const OPEN_RUNS_PAGE: i64 = 5_000;
+/// How long after its row was made a run still `triggering` is first judged. A healthy run reads
+/// `triggering` from its preparation (up to [`MAX_PREPARE_MS`] before its send) until its
+/// acceptance is written, which the results writer holds up to [`ANSWER_HOLD`] for the run's
+/// result; a second past both, only runs that are late are left. Judged from 1 s, every sweep
+/// at 10 000 runs a second read some 15 000 healthy runs, a fifth of MariaDB's time
+/// (docs/benchmarks.md, thirty-fifth round). A run its executor accepted is `running` once the
+/// hold is over and judged at once, so an executor killed in a run's first second is found at
+/// most one hold later.
+const UNSENT_GRACE_MS: i64 = MAX_PREPARE_MS + ANSWER_HOLD.as_millis() as i64 + 1_000;
 
 /// Watches open runs and declares the ones that cannot finish any more lost.
 pub struct LostRuns {
@@ -256,12 +267,12 @@ impl LostRuns {
         after_id: &mut i64,
     ) -> anyhow::Result<usize> {
         let now = now_ms();
-        // Give a fresh dispatch time to be accepted before judging it. A run its executor has
-        // accepted is judged at once: an executor killed in the first second of a run must not
-        // wait an extra sweep to be found out.
+        // Give a fresh run time to be sent and its acceptance written before judging it. A run
+        // whose acceptance is written is judged at once: an executor killed early in a run must
+        // not wait an extra sweep to be found out.
         let open = self
             .store
-            .open_runs(now - 1_000, after_id, OPEN_RUNS_PAGE)
+            .open_runs(now - UNSENT_GRACE_MS, after_id, OPEN_RUNS_PAGE)
             .await?;
         if open.is_empty() {
             // No run is open: no executor's strikes still matter.

@@ -40,7 +40,8 @@ const BATCH_WAIT: Duration = Duration::from_millis(10);
 /// they finish; the results of short runs came about 40 ms after their answers at 1 000 runs a
 /// second and up to 600 ms after at 10 000, so with a 10 ms window almost every answer was
 /// written apart (docs/benchmarks.md, thirty-second round). Meanwhile the run reads
-/// `triggering`, which the lost-run watch already gives a second before judging it.
+/// `triggering`, which the lost-run watch leaves alone until the hold is over
+/// (`monitor::UNSENT_GRACE_MS`).
 pub const ANSWER_HOLD: Duration = Duration::from_secs(1);
 
 /// One result reported by an executor: (run id, handle code, message).

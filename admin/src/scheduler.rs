@@ -48,7 +48,7 @@ pub const PREPARE_MS: i64 = 500;
 /// their millisecond; with 500 ms fixed, every preparation past 480 ms made its whole second late
 /// by the overrun. The lead stays below the time fires are claimed ahead ([`CLAIM_WITHIN_MS`]
 /// less a pass), so claimed fires are in the timer before they are handed out.
-const MAX_PREPARE_MS: i64 = 1_500;
+pub const MAX_PREPARE_MS: i64 = 1_500;
 /// How long before its planned time a prepared fire's job is checked for edits, so that the check
 /// is not part of the fire's lateness. An edit made within this last moment applies from the
 /// next fire; an edit before it takes the fire back ([`Store::cancel_scheduled`] drops only the
