@@ -674,8 +674,8 @@ fn targets() -> Value {
 fn target_text(figure: &[&str]) -> String {
     TARGETS
         .iter()
+        .filter(|t| t.figure == figure)
         .find_map(|t| match t.limit {
-            _ if t.figure != figure => None,
             Limit::Max(l) => Some(format!("≤ {l}")),
             Limit::Min(l) => Some(format!("≥ {l}")),
             Limit::PeerRatioMin(_) | Limit::PeerMax => None,
