@@ -25,7 +25,7 @@ use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, Trigger
 use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
-use crate::store::{FireEnded, Store};
+use crate::store::{FireEnded, OpenRunsCursor, Store};
 use crate::trigger::{post_envelope, Dispatcher, FireRequest};
 
 /// Margin after a run's timeout before the admin stops waiting for its result.
@@ -242,21 +242,21 @@ impl LostRuns {
         let mut tick = tokio::time::interval(self.interval);
         // Executors that failed a liveness probe, with how many times in a row.
         let mut strikes: HashMap<String, u32> = HashMap::new();
-        // The last open run the latest sweep looked at.
-        let mut after_id = 0;
+        // Where the latest sweep's page of open runs ended.
+        let mut cursor = OpenRunsCursor::default();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            if let Err(e) = self.sweep(&mut strikes, &mut after_id).await {
+            if let Err(e) = self.sweep(&mut strikes, &mut cursor).await {
                 tracing::warn!(error = %e, "lost-run sweep failed");
             }
         }
     }
 
-    /// One look at a page of the open runs, from `after_id` on (`Store::open_runs` moves it on
-    /// to the page's end, and back to the start after the last page). With more open runs than a
+    /// One look at a page of the open runs, from `cursor` on (`Store::open_runs` moves it on to
+    /// the page's end, and back to the start after the last page). With more open runs than a
     /// page (a fixed-item job of thousands of items running for hours), the sweeps take turns
     /// over all of them: always reading the first page, a run opened after those was never
     /// judged while they stayed open, and a dead executor's runs among the later ones stayed
@@ -264,7 +264,7 @@ impl LostRuns {
     async fn sweep(
         &self,
         strikes: &mut HashMap<String, u32>,
-        after_id: &mut i64,
+        cursor: &mut OpenRunsCursor,
     ) -> anyhow::Result<usize> {
         let now = now_ms();
         // Give a fresh run time to be sent and its acceptance written before judging it. A run
@@ -272,7 +272,7 @@ impl LostRuns {
         // not wait an extra sweep to be found out.
         let open = self
             .store
-            .open_runs(now - UNSENT_GRACE_MS, after_id, OPEN_RUNS_PAGE)
+            .open_runs(now - UNSENT_GRACE_MS, cursor, OPEN_RUNS_PAGE)
             .await?;
         if open.is_empty() {
             // No run is open: no executor's strikes still matter.

@@ -6,7 +6,7 @@ use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
 use shardline_admin::store::{
     Beat, CallbackOutcome, ClearCut, FireRuns, GroupInput, HistoryFilter, JobFilter, JobPlan,
-    NewRun, PlannedFire, Replacing, RunUpdate, Store, StoreError,
+    NewRun, OpenRunsCursor, PlannedFire, Replacing, RunUpdate, Store, StoreError,
 };
 
 fn group(appname: &str) -> GroupInput {
@@ -1889,68 +1889,94 @@ async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
     .await;
 }
 
+/// The ids of the next page of open runs from `cursor`, which moves on.
+async fn open_page(
+    s: &Store,
+    unsent_before: i64,
+    cursor: &mut OpenRunsCursor,
+    limit: i64,
+) -> Vec<i64> {
+    s.open_runs(unsent_before, cursor, limit)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect()
+}
+
 /// The lost-run watch reads the open runs a page a sweep and must come round to every one of
-/// them, never spending a sweep on an empty page while runs are open.
+/// them, never spending a sweep on an empty page while runs are open. The pages follow the state
+/// index: running runs, then unsent ones, each oldest first, runs of one millisecond by id.
 #[tokio::test]
 async fn open_runs_are_read_a_page_at_a_time_and_round_again() {
     each_db(|s, kind| async move {
         let g = s.create_group(&group("app-open"), 1).await.unwrap();
         let j = s.create_job(&job(g, "open"), 1).await.unwrap();
-        let mut runs = Vec::new();
+        let mut unsent = Vec::new();
         for at in 1..=5 {
-            runs.push(one_run_fire(&s, j, g, at * 100).await.1);
+            unsent.push(one_run_fire(&s, j, g, at * 100).await.1);
         }
-        let (unsent_before, limit) = (10_000, 2);
-        let page = |cursor: i64| {
-            let s = s.clone();
-            async move {
-                let mut cursor = cursor;
-                let ids: Vec<i64> = s
-                    .open_runs(unsent_before, &mut cursor, limit)
-                    .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| r.id)
-                    .collect();
-                (ids, cursor)
-            }
-        };
-        let (r1, r2, r3, r4, r5) = (runs[0], runs[1], runs[2], runs[3], runs[4]);
-        assert_eq!(page(0).await, (vec![r1, r2], r2), "{kind}");
-        assert_eq!(page(r2).await, (vec![r3, r4], r4), "{kind}");
+        // Three items made in one millisecond, after the others, and accepted.
+        let items = [run(0, 3, "a"), run(1, 3, "a"), run(2, 3, "a")];
+        let (fire, running) = s
+            .create_fire(j, g, "MANUAL", 600, None, "", None, &items, 600)
+            .await
+            .unwrap()
+            .unwrap();
+        let accepted: Vec<RunUpdate> = running
+            .iter()
+            .map(|&run_id| RunUpdate {
+                run_id,
+                fire_id: fire,
+                state: RunState::Running,
+                executor_address: "a".into(),
+                trigger_code: 200,
+                trigger_msg: "accepted".into(),
+                at: 610,
+                fire_sent_at: 605,
+            })
+            .collect();
+        s.store_results(&accepted, &[], 612).await.unwrap();
+        let (t, r) = (running.clone(), unsent.clone());
+
+        let mut c = OpenRunsCursor::default();
+        let all: Vec<i64> = t.iter().chain(&r).copied().collect();
+        assert_eq!(open_page(&s, 10_000, &mut c, 10).await, all, "{kind}");
+        assert_eq!(c, OpenRunsCursor::default(), "{kind}: a short page ends the round");
+        // A page ends inside a millisecond, and between the states.
+        for want in [vec![t[0], t[1]], vec![t[2], r[0]], vec![r[1], r[2]], vec![r[3], r[4]]] {
+            assert_eq!(open_page(&s, 10_000, &mut c, 2).await, want, "{kind}");
+        }
+        // The open runs ended exactly at the page's end: after it comes the first page again.
+        assert_eq!(open_page(&s, 10_000, &mut c, 2).await, vec![t[0], t[1]], "{kind}");
         assert_eq!(
-            page(r4).await,
-            (vec![r5], 0),
-            "{kind}: a short page ends the round"
-        );
-        assert_eq!(
-            s.open_runs(450, &mut 0, 10).await.unwrap().len(),
-            4,
-            "{kind}: a run not yet sent is open only once it had its time to be"
+            open_page(&s, 450, &mut OpenRunsCursor::default(), 10).await,
+            all[..7].to_vec(),
+            "{kind}: a run not yet sent is open only once it had its time to be; an accepted one always"
         );
 
-        // The open runs now end exactly at a page's end: after it comes the first page, not an
-        // empty one.
-        s.finish_run(r5, RunState::Lost, 500, "gone", 1_000)
-            .await
-            .unwrap();
-        assert_eq!(page(r2).await, (vec![r3, r4], r4), "{kind}");
-        assert_eq!(page(r4).await, (vec![r1, r2], r2), "{kind}: round again");
-        // So does a cursor whose later runs have all ended since.
-        s.finish_run(r4, RunState::Lost, 500, "gone", 1_000)
-            .await
-            .unwrap();
-        s.finish_run(r3, RunState::Lost, 500, "gone", 1_000)
-            .await
-            .unwrap();
-        assert_eq!(page(r2).await, (vec![r1, r2], r2), "{kind}");
-
-        for id in [r1, r2] {
+        // A short page ends the round.
+        let mut c = OpenRunsCursor::default();
+        for want in [&all[..3], &all[3..6], &all[6..]] {
+            assert_eq!(open_page(&s, 10_000, &mut c, 3).await, want.to_vec(), "{kind}");
+        }
+        assert_eq!(open_page(&s, 10_000, &mut c, 3).await, all[..3].to_vec(), "{kind}");
+        // A cursor whose later runs have all ended since comes round too.
+        assert_eq!(open_page(&s, 10_000, &mut c, 3).await, all[3..6].to_vec(), "{kind}");
+        for id in [r[3], r[4]] {
             s.finish_run(id, RunState::Lost, 500, "gone", 1_000)
                 .await
                 .unwrap();
         }
-        assert_eq!(page(r2).await, (vec![], 0), "{kind}: none open");
+        assert_eq!(open_page(&s, 10_000, &mut c, 3).await, all[..3].to_vec(), "{kind}");
+
+        for id in all {
+            s.finish_run(id, RunState::Lost, 500, "gone", 1_000)
+                .await
+                .unwrap();
+        }
+        assert_eq!(open_page(&s, 10_000, &mut c, 3).await, Vec::<i64>::new(), "{kind}: none open");
+        assert_eq!(c, OpenRunsCursor::default(), "{kind}");
     })
     .await;
 }

@@ -31,7 +31,7 @@ pub use fires::{
 pub use groups::{Beat, GroupInput};
 pub use jobs::{GlueVersion, JobFilter};
 pub use misc::ClearCut;
-pub use sched::{sched_key, ClaimedFire, JobPlan, OpenRun, PlannedFire};
+pub use sched::{sched_key, ClaimedFire, JobPlan, OpenRun, OpenRunsCursor, PlannedFire};
 
 /// The database behind a [`Store`].
 ///
