@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarms;
@@ -26,7 +27,7 @@ use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
 use crate::store::{FireEnded, OpenRunsCursor, Store};
-use crate::trigger::{post_envelope, Dispatcher, FireRequest};
+use crate::trigger::{post_envelope, CallError, Dispatcher, FireRequest};
 
 /// Margin after a run's timeout before the admin stops waiting for its result.
 const TIMEOUT_MARGIN_MS: i64 = 30_000;
@@ -217,6 +218,10 @@ pub fn retry_delay(interval_s: i64, backoff: i64, retries: i64) -> i64 {
 
 /// Open runs judged per sweep of the lost-run watch.
 const OPEN_RUNS_PAGE: i64 = 5_000;
+/// How long the watch waits for an executor's answer to its probe.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(1_000);
+/// Executors the watch probes at once.
+const PROBES_AT_ONCE: usize = 64;
 /// How long after its row was made a run still `triggering` is first judged. A healthy run reads
 /// `triggering` from its preparation (up to [`MAX_PREPARE_MS`] before its send) until its
 /// acceptance is written, which the results writer holds up to [`ANSWER_HOLD`] for the run's
@@ -289,38 +294,52 @@ impl LostRuns {
         let mut groups_manual: HashMap<i64, bool> = HashMap::new();
         let job_ids: Vec<i64> = open.iter().map(|r| r.job_id).collect();
         let jobs = self.dispatcher.jobs(&job_ids).await?;
-        // Probe each executor that holds open runs once per sweep.
-        let addresses: HashSet<&str> = open
+        // Probe each executor that holds open runs once per sweep, side by side: one after the
+        // other, every executor that timed out (a stopped process, a busy machine) held up the
+        // judgement of all the others by the probe's second, and their second strike by as much
+        // again.
+        let addresses: HashSet<String> = open
             .iter()
-            .map(|r| r.executor_address.as_str())
-            .filter(|a| !a.is_empty())
+            .filter(|r| !r.executor_address.is_empty())
+            .map(|r| r.executor_address.clone())
             .collect();
-        let mut dead: HashSet<String> = HashSet::new();
-        for address in addresses {
-            let probe = post_envelope::<serde_json::Value>(
-                &self.http,
-                address,
-                "beat",
-                self.dispatcher.default_token(),
-                &serde_json::json!({}),
-                Duration::from_millis(1_000),
-            )
+        // Owned addresses: with futures borrowing them, rustc cannot prove the spawned watch
+        // `Send` ("implementation of `FnOnce` is not general enough").
+        let probes: Vec<(String, Result<_, CallError>)> = futures::stream::iter(addresses)
+            .map(|address| async move {
+                let probe = post_envelope::<serde_json::Value>(
+                    &self.http,
+                    &address,
+                    "beat",
+                    self.dispatcher.default_token(),
+                    &serde_json::json!({}),
+                    PROBE_TIMEOUT,
+                )
+                .await;
+                (address, probe)
+            })
+            .buffer_unordered(PROBES_AT_ONCE)
+            .collect()
             .await;
+        let mut dead: HashSet<String> = HashSet::new();
+        for (address, probe) in probes {
             match probe {
                 Err(e) if e.transport => {
-                    let n = strikes.entry(address.to_string()).or_insert(0);
+                    let n = strikes.entry(address.clone()).or_insert(0);
                     *n += 1;
                     // A refused connection means no process listens there any more; a timeout
                     // may be a busy machine, so it needs a second strike.
                     if *n >= 2 || e.message.contains("connection refused") {
-                        dead.insert(address.to_string());
+                        dead.insert(address);
                     }
                 }
                 _ => {
-                    strikes.remove(address);
+                    strikes.remove(&address);
                 }
             }
         }
+        // A run found lost is stamped with the time it was judged, after the probes.
+        let now = now_ms();
         let mut lost = 0;
         for run in open {
             let manual = match groups_manual.get(&run.group_id) {

@@ -1686,3 +1686,76 @@ async fn a_lost_run_is_found_behind_thousands_of_open_ones() {
         db.cleanup().await;
     }
 }
+
+/// Executors that stop answering (stopped processes) hold up no other executor's judgement: the
+/// watch probes the executors of a page side by side, so a killed executor's run is found within
+/// one probe's timeout of the sweep, and the stopped ones' after their two strikes. Probed one
+/// after the other, each stopped executor added its probe's second to every sweep: here at least
+/// four before anything was judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopped_executors_do_not_hold_up_the_watch() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    // Five executors, each in a group of its own and running one long run.
+    let mut procs = Vec::new();
+    let mut fires = Vec::new();
+    for i in 0..5 {
+        let app = format!("held-{i}");
+        let gid = group(&admin, &app).await;
+        procs.extend(processes(1, &app, &admin, gid).await);
+        let job = admin
+            .post(
+                "/jobs",
+                json!({"group_id": gid, "name": app, "handler": "rangeJobHandler",
+                       "schedule_type": "NONE", "params": "ids=100,step_ms=1000"}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        fires.push(trigger(&admin, job, json!({})).await);
+    }
+    for &fire in &fires {
+        wait_until(Duration::from_secs(10), "the run accepted", || {
+            let admin = &admin;
+            async move {
+                let fire = admin.get(&format!("/fires/{fire}")).await;
+                runs(&fire).first().is_some_and(|r| r["state"] == "running")
+            }
+        })
+        .await;
+    }
+    // Four stop answering; the fifth dies (it refuses connections from now on).
+    for p in &procs[..4] {
+        p.signal("STOP");
+    }
+    let killed = Instant::now();
+    procs[4].kill9();
+    let fire = admin.wait_fire(fires[4]).await;
+    let found = killed.elapsed();
+    assert_eq!(runs(&fire)[0]["state"], "lost", "{fire}");
+    let mut all_found = found;
+    for &fire in &fires[..4] {
+        let fire = admin.wait_fire(fire).await;
+        all_found = killed.elapsed();
+        let run = &runs(&fire)[0];
+        assert_eq!(run["state"], "lost", "{fire}");
+        assert!(
+            run["handle_msg"]
+                .as_str()
+                .is_some_and(|m| m.contains("stopped answering")),
+            "{fire}"
+        );
+    }
+    println!(
+        "kill -> lost {} ms; stop -> lost {} ms for the last of four",
+        found.as_millis(),
+        all_found.as_millis()
+    );
+    // A sweep within a second, its probes' timeout of a second, slack for a loaded machine.
+    assert!(found <= Duration::from_millis(3_000), "{found:?}");
+    // Two sweeps' strikes.
+    assert!(all_found <= Duration::from_millis(5_000), "{all_found:?}");
+    drop(procs);
+    admin.stop().await;
+}
