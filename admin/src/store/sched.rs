@@ -577,9 +577,9 @@ impl Store {
     ///
     /// The watch asks every second, so a page must be a range of the state index read from the
     /// cursor on: the order is the index's own, (state, created_at, id), which the index holds
-    /// with the primary key at its end. Paged by id instead, both databases read and sorted every
-    /// open run of a state for each page (a sweep over 20 000 long runs read all 20 000 to
-    /// return 5 000). MariaDB chose to walk the primary key instead whenever its statistics were
+    /// with the primary key at its end. Paged by id instead, both databases read and sorted the
+    /// open runs of a state for each page, up to all of them (a sweep over 20 000 long runs read
+    /// all 20 000 to return 5 000: docs/benchmarks.md, thirty-sixth round). MariaDB chose to walk the primary key instead whenever its statistics were
     /// taken while many runs were open, as under load: every sweep then read the whole table (0.4
     /// s for 430 000 runs, growing with the history kept), so on MySQL the index is forced.
     pub async fn open_runs(
@@ -589,44 +589,57 @@ impl Store {
         limit: i64,
     ) -> StoreResult<Vec<OpenRun>> {
         let sql = open_runs_sql(self.dialect());
-        let mut start = *cursor;
+        let from = *cursor;
+        let (mut page, mut next) = self
+            .open_runs_from(&sql, unsent_before, from, limit)
+            .await?;
+        if page.is_empty() && from != OpenRunsCursor::default() {
+            (page, next) = self
+                .open_runs_from(&sql, unsent_before, OpenRunsCursor::default(), limit)
+                .await?;
+        }
+        *cursor = next.unwrap_or_default();
+        Ok(page)
+    }
+
+    /// Up to `limit` open runs from `at` on, running ones then unsent ones, with where the next
+    /// page starts when this one is full (`None`: the open runs ended within it).
+    async fn open_runs_from(
+        &self,
+        sql: &str,
+        unsent_before: i64,
+        mut at: OpenRunsCursor,
+        limit: i64,
+    ) -> StoreResult<(Vec<OpenRun>, Option<OpenRunsCursor>)> {
+        let mut page: Vec<OpenRun> = Vec::new();
         loop {
-            let mut at = start;
-            let mut page: Vec<OpenRun> = Vec::new();
-            loop {
-                let (state, created_before) = if at.triggering {
-                    ("triggering", unsent_before)
-                } else {
-                    ("running", i64::MAX)
+            let (state, created_before) = if at.triggering {
+                ("triggering", unsent_before)
+            } else {
+                ("running", i64::MAX)
+            };
+            let (after_created, after_id) = at.after.unwrap_or((i64::MIN, i64::MIN));
+            let want = limit.max(1) - page.len() as i64;
+            let rows = with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(sql)
+                .bind(state).bind(created_before).bind(after_created).bind(after_created)
+                .bind(after_id).bind(want).fetch_all(pool).await)?;
+            let full = rows.len() as i64 == want;
+            page.extend(rows);
+            if full {
+                let last = page.last().expect("a full page has a last run");
+                let next = OpenRunsCursor {
+                    triggering: at.triggering,
+                    after: Some((last.created_at, last.id)),
                 };
-                let (after_created, after_id) = at.after.unwrap_or((i64::MIN, i64::MIN));
-                let want = limit.max(1) - page.len() as i64;
-                let rows = with_read_pool!(self, pool => sqlx::query_as::<_, OpenRun>(&sql)
-                    .bind(state).bind(created_before).bind(after_created).bind(after_created)
-                    .bind(after_id).bind(want).fetch_all(pool).await)?;
-                let full = rows.len() as i64 == want;
-                page.extend(rows);
-                if full {
-                    let last = page.last().expect("a full page has a last run");
-                    *cursor = OpenRunsCursor {
-                        triggering: at.triggering,
-                        after: Some((last.created_at, last.id)),
-                    };
-                    return Ok(page);
-                }
-                if at.triggering {
-                    break;
-                }
-                at = OpenRunsCursor {
-                    triggering: true,
-                    after: None,
-                };
+                return Ok((page, Some(next)));
             }
-            *cursor = OpenRunsCursor::default();
-            if !page.is_empty() || start == OpenRunsCursor::default() {
-                return Ok(page);
+            if at.triggering {
+                return Ok((page, None));
             }
-            start = OpenRunsCursor::default();
+            at = OpenRunsCursor {
+                triggering: true,
+                after: None,
+            };
         }
     }
 }
