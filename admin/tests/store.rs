@@ -46,6 +46,22 @@ fn run(index: i64, total: i64, addr: &str) -> NewRun {
     }
 }
 
+/// Acceptances by executor `a` of the runs `ids` of `fire`, sent at `sent_at`, answered at `at`.
+fn accepted_on_a(fire: i64, ids: &[i64], sent_at: i64, at: i64) -> Vec<RunUpdate> {
+    ids.iter()
+        .map(|&run_id| RunUpdate {
+            run_id,
+            fire_id: fire,
+            state: RunState::Running,
+            executor_address: "a".into(),
+            trigger_code: 200,
+            trigger_msg: "accepted".into(),
+            at,
+            fire_sent_at: sent_at,
+        })
+        .collect()
+}
+
 /// A claimed fire's runs, without a note.
 fn fire_runs(fire_id: i64, job_id: i64, group_id: i64, runs: Vec<NewRun>) -> FireRuns {
     FireRuns {
@@ -1024,20 +1040,9 @@ async fn statements_of_cached_lengths_write_exactly_their_rows() {
             ids.iter().copied().zip(0..5).collect::<Vec<_>>(),
             "{kind}: five runs stored once each, in item order"
         );
-        let accepted: Vec<RunUpdate> = ids[..3]
-            .iter()
-            .map(|&run_id| RunUpdate {
-                run_id,
-                fire_id: fire,
-                state: RunState::Running,
-                executor_address: "a".into(),
-                trigger_code: 200,
-                trigger_msg: "accepted".into(),
-                at: 111,
-                fire_sent_at: 110,
-            })
-            .collect();
-        s.store_results(&accepted, &[], 112).await.unwrap();
+        s.store_results(&accepted_on_a(fire, &ids[..3], 110, 111), &[], 112)
+            .await
+            .unwrap();
         let (out, ended) = s
             .store_results(
                 &[],
@@ -1923,20 +1928,9 @@ async fn open_runs_are_read_a_page_at_a_time_and_round_again() {
             .await
             .unwrap()
             .unwrap();
-        let accepted: Vec<RunUpdate> = running
-            .iter()
-            .map(|&run_id| RunUpdate {
-                run_id,
-                fire_id: fire,
-                state: RunState::Running,
-                executor_address: "a".into(),
-                trigger_code: 200,
-                trigger_msg: "accepted".into(),
-                at: 610,
-                fire_sent_at: 605,
-            })
-            .collect();
-        s.store_results(&accepted, &[], 612).await.unwrap();
+        s.store_results(&accepted_on_a(fire, &running, 605, 610), &[], 612)
+            .await
+            .unwrap();
         let (t, r) = (running.clone(), unsent.clone());
 
         let mut c = OpenRunsCursor::default();

@@ -674,6 +674,22 @@ mod tests {
     use super::{open_runs_sql, Dialect, Store, DUE_RETRIES, EXPIRED_LEASES};
     use sqlx::{Connection, Row};
 
+    /// A store on a new SQLite file, with the folder that holds it.
+    async fn scratch_sqlite() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/s.db", dir.path().display()))
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    fn sqlite_reader(store: &Store) -> &sqlx::SqlitePool {
+        let crate::store::Db::Sqlite { read, .. } = &store.db else {
+            unreachable!("a SQLite URL gives a SQLite store")
+        };
+        read
+    }
+
     /// A page of the lost-run watch's open runs is a range of the state index read in the index's
     /// order, on both databases: neither sorts every open run of a state for each page. MariaDB
     /// is reached as the integration tests reach it (`admin/tests/common`).
@@ -691,13 +707,8 @@ mod tests {
                     .bind(100i64)
             };
         }
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/s.db", dir.path().display()))
-            .await
-            .unwrap();
-        let crate::store::Db::Sqlite { read, .. } = &store.db else {
-            unreachable!("a SQLite URL gives a SQLite store")
-        };
+        let (_dir, store) = scratch_sqlite().await;
+        let read = sqlite_reader(&store);
         let plan = format!("EXPLAIN QUERY PLAN {}", open_runs_sql(Dialect::Sqlite));
         let details: Vec<String> = binds!(&plan)
             .fetch_all(read)
@@ -755,13 +766,8 @@ mod tests {
     /// partial index (a handful of entries), never the table.
     #[tokio::test]
     async fn sweeps_read_their_partial_indexes_on_sqlite() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/s.db", dir.path().display()))
-            .await
-            .unwrap();
-        let crate::store::Db::Sqlite { read, .. } = &store.db else {
-            unreachable!("a SQLite URL gives a SQLite store")
-        };
+        let (_dir, store) = scratch_sqlite().await;
+        let read = sqlite_reader(&store);
         for (sql, index) in [
             (EXPIRED_LEASES, "idx_fires_lease"),
             (DUE_RETRIES, "idx_runs_retry"),
