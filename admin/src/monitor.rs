@@ -220,7 +220,8 @@ pub fn retry_delay(interval_s: i64, backoff: i64, retries: i64) -> i64 {
 const OPEN_RUNS_PAGE: i64 = 5_000;
 /// How long the watch waits for an executor's answer to its probe.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(1_000);
-/// Executors the watch probes at once.
+/// Executors the watch probes at once: a page's executors (up to thousands) are probed within a
+/// few timeouts even when many hang, without a connection to each at the same moment.
 const PROBES_AT_ONCE: usize = 64;
 /// How long after its row was made a run still `triggering` is first judged. A healthy run reads
 /// `triggering` from its preparation (up to [`MAX_PREPARE_MS`] before its send) until its
