@@ -1687,11 +1687,11 @@ async fn a_lost_run_is_found_behind_thousands_of_open_ones() {
     }
 }
 
-/// Executors that stop answering (stopped processes) hold up no other executor's judgement: the
-/// watch probes the executors of a page side by side, so a killed executor's run is found within
-/// one probe's timeout of the sweep, and the stopped ones' after their two strikes. Probed one
-/// after the other, each stopped executor added its probe's second to every sweep: here at least
-/// four before anything was judged.
+/// Executors that stop answering (stopped processes) delay the watch's judgement by one probe's
+/// timeout in all: it probes the executors of a page side by side, so a killed executor's run is
+/// found within a timeout of the sweep, and the stopped ones' after their two strikes. Probed one
+/// after the other, each stopped executor added its probe's second to every sweep: here four
+/// before anything was judged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stopped_executors_do_not_hold_up_the_watch() {
     let _turn = SERIAL.lock().await;
