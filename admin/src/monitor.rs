@@ -19,6 +19,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarms;
+use crate::app::NODE_DEAD_AFTER_MS;
 use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
@@ -26,7 +27,7 @@ use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, Trigger
 use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
-use crate::store::{FireEnded, OpenRunsCursor, Store};
+use crate::store::{FireEnded, OpenRun, OpenRunsCursor, Store};
 use crate::trigger::{post_envelope, CallError, Dispatcher, FireRequest};
 
 /// Margin after a run's timeout before the admin stops waiting for its result.
@@ -341,6 +342,7 @@ impl LostRuns {
         }
         // A run found lost is stamped with the time it was judged, after the probes.
         let now = now_ms();
+        let orphaned = self.unsent_by_gone_admins(&open, now).await?;
         let mut lost = 0;
         for run in open {
             let manual = match groups_manual.get(&run.group_id) {
@@ -376,6 +378,11 @@ impl LostRuns {
             {
                 Some(format!(
                     "executor {} was evicted (no heartbeat)",
+                    run.executor_address
+                ))
+            } else if let Some(owner) = orphaned.get(&run.id) {
+                Some(format!(
+                    "admin {owner} stopped before recording its send, and executor {} is not running the job",
                     run.executor_address
                 ))
             } else if timeout_s > 0 && now > started + timeout_s * 1000 + TIMEOUT_MARGIN_MS {
@@ -418,6 +425,83 @@ impl LostRuns {
             tracing::warn!(run_id = run.id, fire_id = run.fire_id, %reason, "run lost");
         }
         Ok(lost)
+    }
+
+    /// The runs of `open` never recorded as sent whose fire's admin is gone, with that admin: it
+    /// died after starting the fire (its runs are stored up to the preparation lead before the
+    /// send) and before recording the send, so the fire, out of `scheduled`, has no lease for a
+    /// takeover, and nothing else would ever send or end its runs. Only fires with no send
+    /// recorded at all count (a failover or retry run comes after one), and only runs whose
+    /// executor says it is not running the job (`/idleBeat`): a run it got and finished would have
+    /// been called back to a live admin long before its admin counts as gone.
+    async fn unsent_by_gone_admins(
+        &self,
+        open: &[OpenRun],
+        now: i64,
+    ) -> anyhow::Result<HashMap<i64, String>> {
+        let mut found = HashMap::new();
+        let unsent: Vec<&OpenRun> = open
+            .iter()
+            .filter(|r| r.dispatched_at.is_none() && !r.executor_address.is_empty())
+            .collect();
+        if unsent.is_empty() {
+            return Ok(found);
+        }
+        let live_admins: HashSet<String> = self
+            .store
+            .admin_nodes()
+            .await?
+            .into_iter()
+            .filter(|n| now - n.heartbeat_at < NODE_DEAD_AFTER_MS)
+            .map(|n| n.id)
+            .collect();
+        // Per fire, its admin when that admin is gone and the fire was never recorded sent.
+        let mut gone_owner: HashMap<i64, Option<String>> = HashMap::new();
+        // Per executor and job, whether the executor said it is not running the job.
+        let mut idle: HashMap<(String, i64), bool> = HashMap::new();
+        for run in unsent {
+            let owner = match gone_owner.get(&run.fire_id) {
+                Some(owner) => owner.clone(),
+                None => {
+                    let owner = self
+                        .store
+                        .get_fire(run.fire_id)
+                        .await?
+                        .filter(|f| {
+                            f.state == FireState::Triggering.as_str()
+                                && f.dispatched_at.is_none()
+                                && !f.owner.is_empty()
+                                && !live_admins.contains(&f.owner)
+                        })
+                        .map(|f| f.owner);
+                    gone_owner.insert(run.fire_id, owner.clone());
+                    owner
+                }
+            };
+            let Some(owner) = owner else { continue };
+            let key = (run.executor_address.clone(), run.job_id);
+            let is_idle = match idle.get(&key) {
+                Some(is_idle) => *is_idle,
+                None => {
+                    let answer = post_envelope::<serde_json::Value>(
+                        &self.http,
+                        &run.executor_address,
+                        "idleBeat",
+                        self.dispatcher.default_token(),
+                        &serde_json::json!({ "jobId": run.job_id }),
+                        PROBE_TIMEOUT,
+                    )
+                    .await;
+                    let is_idle = answer.is_ok_and(|a| a.is_success());
+                    idle.insert(key, is_idle);
+                    is_idle
+                }
+            };
+            if is_idle {
+                found.insert(run.id, owner);
+            }
+        }
+        Ok(found)
     }
 }
 

@@ -156,6 +156,11 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     }
     let started = chrono::Utc::now().timestamp_millis();
     tokio::time::sleep(Duration::from_secs(12)).await;
+    // A is killed inside the preparation lead of the next second's fires: those it owns are
+    // started (their runs stored) and not yet sent.
+    while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let killed_at = chrono::Utc::now().timestamp_millis();
     a.kill9();
     tokio::time::sleep(Duration::from_secs(18)).await;
@@ -213,6 +218,24 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
         lateness.last().unwrap(),
         runs.load(Ordering::Relaxed)
     );
+    // Nothing A started is left open: what it sent is answered to B, and what it started and
+    // did not send is found lost once A counts as gone (15 s without its heartbeat).
+    let open: Vec<(i64, String, i64)> = sqlx::query_as(
+        "SELECT r.id, r.state, f.planned_at FROM runs r JOIN fires f ON f.id = r.fire_id \
+         WHERE r.state IN ('triggering', 'running') AND f.planned_at <= ?",
+    )
+    .bind(killed_at + 2_000)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let unsent: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM runs WHERE state = 'lost' AND handle_msg LIKE '%stopped before recording its send%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    println!("HA: {unsent} runs A started and did not send, found lost");
+    assert!(open.is_empty(), "runs left open: {open:?}");
     assert_eq!(doubled, 0, "no fire dispatched twice");
     assert_eq!(rows.len(), expected, "no planned fire lost");
     assert_eq!(
