@@ -455,30 +455,30 @@ impl LostRuns {
             .filter(|n| now - n.heartbeat_at < NODE_DEAD_AFTER_MS)
             .map(|n| n.id)
             .collect();
-        // Per fire, its admin when that admin is gone and the fire was never recorded sent.
-        let mut gone_owner: HashMap<i64, Option<String>> = HashMap::new();
+        // Per fire, its admin when that admin is gone and the fire was never recorded sent: one
+        // read for the page (under overload many late runs are past the grace at once).
+        let mut fire_ids: Vec<i64> = unsent.iter().map(|r| r.fire_id).collect();
+        fire_ids.sort_unstable();
+        fire_ids.dedup();
+        let gone_owner: HashMap<i64, String> = self
+            .store
+            .get_fires(&fire_ids)
+            .await?
+            .into_iter()
+            .filter(|f| {
+                f.state == FireState::Triggering.as_str()
+                    && f.dispatched_at.is_none()
+                    && !f.owner.is_empty()
+                    && !live_admins.contains(&f.owner)
+            })
+            .map(|f| (f.id, f.owner))
+            .collect();
         // Per executor and job, whether the executor said it is not running the job.
         let mut idle: HashMap<(String, i64), bool> = HashMap::new();
         for run in unsent {
-            let owner = match gone_owner.get(&run.fire_id) {
-                Some(owner) => owner.clone(),
-                None => {
-                    let owner = self
-                        .store
-                        .get_fire(run.fire_id)
-                        .await?
-                        .filter(|f| {
-                            f.state == FireState::Triggering.as_str()
-                                && f.dispatched_at.is_none()
-                                && !f.owner.is_empty()
-                                && !live_admins.contains(&f.owner)
-                        })
-                        .map(|f| f.owner);
-                    gone_owner.insert(run.fire_id, owner.clone());
-                    owner
-                }
+            let Some(owner) = gone_owner.get(&run.fire_id) else {
+                continue;
             };
-            let Some(owner) = owner else { continue };
             let key = (run.executor_address.clone(), run.job_id);
             let is_idle = match idle.get(&key) {
                 Some(is_idle) => *is_idle,
@@ -498,7 +498,7 @@ impl LostRuns {
                 }
             };
             if is_idle {
-                found.insert(run.id, owner);
+                found.insert(run.id, owner.clone());
             }
         }
         Ok(found)
