@@ -23,7 +23,7 @@ use crate::model::{
     now_ms, AddressType, Fire, FireState, Group, Job, Run, RunState, ShardingMode, TriggerType,
 };
 use crate::results::{FireEvents, ResultSink};
-use crate::route::{RouteStrategy, Router};
+use crate::route::{RouteError, RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
 use crate::store::{FireEnded, FireRuns, NewRun, Replacing, RunUpdate, Store, StoreError};
 
@@ -658,6 +658,8 @@ impl Dispatcher {
                 };
                 let addresses: Vec<&str> = targets.iter().map(|t| t.address.as_str()).collect();
                 let (chosen, note) = match max_node {
+                    // With no run at all the fire fails; it says why, as a single run's does.
+                    _ if count == 0 => (Vec::new(), Some(RouteError::NoExecutors.to_string())),
                     Some(m) if m < count => (
                         sharding::select_broadcast_targets(&addresses, &unhealthy, m),
                         Some(format!("maxNode={m}: {m} of {count} executors called")),

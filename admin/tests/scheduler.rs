@@ -789,6 +789,18 @@ async fn fires_of_a_group_without_executors_fail_with_the_reason() {
         for i in 0..20 {
             jobs.push(every_second(&admin, gid, &format!("nobody-{i}")).await);
         }
+        // A broadcast plans no run at all there; its fire says why too.
+        let broadcast = admin
+            .post(
+                "/jobs",
+                json!({"group_id": gid, "name": "nobody-broadcast", "handler": "record",
+                       "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
+                       "sharding_mode": "BROADCAST"}),
+            )
+            .await["id"]
+            .as_i64()
+            .unwrap();
+        jobs.push(broadcast);
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         stop_jobs(&admin, &jobs).await;
         for job in &jobs {
@@ -802,6 +814,13 @@ async fn fires_of_a_group_without_executors_fail_with_the_reason() {
                 assert_eq!(
                     (f["state"].as_str(), f["message"].as_str()),
                     (Some("failed"), Some("no online executor in the group")),
+                    "{kind}: {f}"
+                );
+            }
+            if *job == broadcast {
+                let f = admin.get(&format!("/fires/{}", ended[0]["id"])).await;
+                assert_eq!(
+                    f["coverage"]["summary"], "no run: no online executor in the group",
                     "{kind}: {f}"
                 );
             }

@@ -231,6 +231,14 @@ pub fn coverage(fire: &Fire, runs: &[Run]) -> Coverage {
     if missing > 0 {
         summary.push_str(&format!(", {missing} missing"));
     }
+    if total == 0 {
+        // A fire planned no run (a broadcast to a group with no executor online): "0/0 run
+        // succeeded" read as a success.
+        summary = match fire.message.as_str() {
+            "" => "no run".to_string(),
+            why => format!("no run: {why}"),
+        };
+    }
     Coverage {
         total,
         succeeded: ok,
