@@ -14,6 +14,8 @@ use crate::schedule::Schedule;
 use crate::store::{GroupInput, Store};
 
 const APPNAME: &str = "shardline-demo";
+/// Executors the demo starts.
+const EXECUTORS: usize = 3;
 /// Rows the demo handler pretends to process.
 const ROWS: u64 = 1000;
 
@@ -28,7 +30,6 @@ pub async fn run(
     let port = listener.local_addr()?.port();
     let (store, token, first) = crate::app::prepare(&settings).await?;
     let admin_url = format!("http://127.0.0.1:{port}");
-    ensure_demo_jobs(&store, &settings).await?;
 
     let stop = CancellationToken::new();
     let server_stop = CancellationToken::new();
@@ -46,10 +47,15 @@ pub async fn run(
             .await
         })
     };
+    let started = now_ms();
     let mut executors = Vec::new();
-    for i in 0..3 {
+    for i in 0..EXECUTORS {
         executors.push(start_executor(i, &admin_url, &token).await?);
     }
+    // The jobs are created once the executors are in the registry: a first broadcast prepared
+    // before they registered would fail with no executor to send to.
+    wait_for_executors(&store, started).await;
+    ensure_demo_jobs(&store, &settings).await?;
 
     println!();
     println!("  Shardline demo is running.");
@@ -75,6 +81,29 @@ pub async fn run(
     server_stop.cancel();
     server.await??;
     Ok(())
+}
+
+/// Waits up to 10 s until the demo's executors have registered since `started` (ms).
+async fn wait_for_executors(store: &Store, started: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.live_executors(APPNAME, started).await {
+            Ok(live) if live.len() >= EXECUTORS => return,
+            Ok(_) if tokio::time::Instant::now() < deadline => {}
+            Ok(live) => {
+                tracing::warn!(
+                    registered = live.len(),
+                    "demo executors not all registered after 10 s; creating the jobs anyway"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the registry; creating the jobs anyway");
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Creates the demo group and jobs on first run (later runs reuse them).
@@ -128,7 +157,8 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings) -> anyhow::Result<
             sharding_mode: mode.into(),
             sharding_total: total,
             enabled: 1,
-            next_fire_at: schedule.first_after(now),
+            // The running scheduler finds a job created here at its next pass, within a second.
+            next_fire_at: schedule.first_after(now + 1_000),
             ..Job::default()
         };
         store.create_job(&job, now).await?;
