@@ -24,8 +24,6 @@ use crate::trigger::Dispatcher;
 
 /// How often this admin announces itself in `admin_nodes`.
 const NODE_BEAT: Duration = Duration::from_secs(5);
-/// A node silent for longer is considered gone (SQLite single-admin check, console list).
-pub const NODE_DEAD_AFTER_MS: i64 = 15_000;
 
 /// Secrets printed at first start, for the caller to show the operator once.
 #[derive(Debug, Default)]
@@ -72,7 +70,7 @@ async fn check_single_admin(store: &Store, node_id: &str) -> anyhow::Result<()> 
         .admin_nodes()
         .await?
         .into_iter()
-        .find(|n| n.id != node_id && now - n.heartbeat_at < NODE_DEAD_AFTER_MS)
+        .find(|n| n.id != node_id && n.is_live(now))
     {
         anyhow::bail!(
             "another admin ({} at {}) is running on this SQLite database; SQLite supports one admin. \

@@ -444,6 +444,16 @@ pub struct AdminNode {
     pub heartbeat_at: i64,
 }
 
+impl AdminNode {
+    /// A node silent for longer is considered gone: three of its 5 s beats missed.
+    pub const DEAD_AFTER_MS: i64 = 15_000;
+
+    /// Whether the node has beaten within `DEAD_AFTER_MS` of `now` (ms).
+    pub fn is_live(&self, now: i64) -> bool {
+        now - self.heartbeat_at < Self::DEAD_AFTER_MS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,11 +19,10 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::alarm::Alarms;
-use crate::app::NODE_DEAD_AFTER_MS;
 use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
-use crate::model::{now_ms, Fire, FireState, Job, RunState, ShardingMode, TriggerType};
+use crate::model::{now_ms, Fire, FireState, Group, Job, RunState, ShardingMode, TriggerType};
 use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
@@ -293,7 +292,14 @@ impl LostRuns {
             .into_iter()
             .map(|e| e.address)
             .collect();
-        let mut groups_manual: HashMap<i64, bool> = HashMap::new();
+        // The page's groups, read once each: whether addresses are manual, and the token their
+        // executors expect.
+        let mut groups: HashMap<i64, Option<Group>> = HashMap::new();
+        for run in &open {
+            if let std::collections::hash_map::Entry::Vacant(e) = groups.entry(run.group_id) {
+                e.insert(self.store.get_group(run.group_id).await.ok());
+            }
+        }
         let job_ids: Vec<i64> = open.iter().map(|r| r.job_id).collect();
         let jobs = self.dispatcher.jobs(&job_ids).await?;
         // Probe each executor that holds open runs once per sweep, side by side: one after the
@@ -342,22 +348,13 @@ impl LostRuns {
         }
         // A run found lost is stamped with the time it was judged, after the probes.
         let now = now_ms();
-        let orphaned = self.unsent_by_gone_admins(&open, now).await?;
+        let orphaned = self.unsent_by_gone_admins(&open, &groups, now).await?;
         let mut lost = 0;
         for run in open {
-            let manual = match groups_manual.get(&run.group_id) {
-                Some(m) => *m,
-                None => {
-                    let m = self
-                        .store
-                        .get_group(run.group_id)
-                        .await
-                        .map(|g| g.address_type == "MANUAL")
-                        .unwrap_or(false);
-                    groups_manual.insert(run.group_id, m);
-                    m
-                }
-            };
+            let manual = groups
+                .get(&run.group_id)
+                .and_then(Option::as_ref)
+                .is_some_and(|g| g.address_type == "MANUAL");
             let (timeout_s, sharded) = jobs.get(&run.job_id).map_or((0, false), |j| {
                 (
                     j.timeout_s,
@@ -437,6 +434,7 @@ impl LostRuns {
     async fn unsent_by_gone_admins(
         &self,
         open: &[OpenRun],
+        groups: &HashMap<i64, Option<Group>>,
         now: i64,
     ) -> anyhow::Result<HashMap<i64, String>> {
         let mut found = HashMap::new();
@@ -452,7 +450,7 @@ impl LostRuns {
             .admin_nodes()
             .await?
             .into_iter()
-            .filter(|n| now - n.heartbeat_at < NODE_DEAD_AFTER_MS)
+            .filter(|n| n.is_live(now))
             .map(|n| n.id)
             .collect();
         // Per fire, its admin when that admin is gone and the fire was never recorded sent: one
@@ -483,11 +481,17 @@ impl LostRuns {
             let is_idle = match idle.get(&key) {
                 Some(is_idle) => *is_idle,
                 None => {
+                    // With the group's own token where it has one: the admin-wide token would be
+                    // refused there, and its runs never found idle.
+                    let token = match groups.get(&run.group_id).and_then(Option::as_ref) {
+                        Some(group) => self.dispatcher.token_for(group),
+                        None => self.dispatcher.default_token().to_string(),
+                    };
                     let answer = post_envelope::<serde_json::Value>(
                         &self.http,
                         &run.executor_address,
                         "idleBeat",
-                        self.dispatcher.default_token(),
+                        &token,
                         &serde_json::json!({ "jobId": run.job_id }),
                         PROBE_TIMEOUT,
                     )

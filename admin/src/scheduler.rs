@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Settings;
 use crate::model::{now_ms, Job, MisfireStrategy, ScheduleType, TriggerType};
@@ -247,6 +248,9 @@ pub struct Scheduler {
     /// How long before their time fires are handed out for preparation: [`PREPARE_MS`], or more
     /// while preparations take long (see [`MAX_PREPARE_MS`]).
     prepare_lead_ms: AtomicI64,
+    /// The dispatch tasks, waited for on shutdown: a fire they started is sent, not left with
+    /// its runs stored and unsent for the lost-run watch to fail.
+    dispatching: TaskTracker,
 }
 
 impl Scheduler {
@@ -269,6 +273,7 @@ impl Scheduler {
             send_lag_ms: AtomicI64::new(0),
             send_lag_at: AtomicI64::new(0),
             prepare_lead_ms: AtomicI64::new(PREPARE_MS),
+            dispatching: TaskTracker::new(),
         })
     }
 
@@ -290,6 +295,20 @@ impl Scheduler {
         // Claims end before the timer is given back, so none is left behind.
         let _ = claimer.await;
         self.release_claims().await;
+        // Fires already handed out are prepared at most `MAX_PREPARE_MS` ahead; their sends
+        // wait for the executors' answers at most the dispatch timeout.
+        self.dispatching.close();
+        let most = Duration::from_millis(MAX_PREPARE_MS as u64)
+            + self.settings.dispatch_timeout()
+            + Duration::from_secs(5);
+        if tokio::time::timeout(most, self.dispatching.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "fires still being dispatched at shutdown; the lost-run watch will judge them"
+            );
+        }
     }
 
     /// A pass about once a second, and at once when a job's schedule changed.
@@ -510,7 +529,7 @@ impl Scheduler {
         for entry in slow {
             let this = self.clone();
             let pool = self.slow.clone();
-            tokio::spawn(async move {
+            self.dispatching.spawn(async move {
                 let Ok(_permit) = pool.acquire_owned().await else {
                     return;
                 };
@@ -520,7 +539,7 @@ impl Scheduler {
         if !fast.is_empty() {
             let this = self.clone();
             let pool = self.fast.clone();
-            tokio::spawn(async move {
+            self.dispatching.spawn(async move {
                 let Ok(_permit) = pool.acquire_owned().await else {
                     return;
                 };

@@ -8,12 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestDb, TestExecutor, ACCESS_TOKEN, API_TOKEN};
+use common::{TestDb, TestExecutor, API_TOKEN};
 use serde_json::json;
 use shardline_executor::JobResult;
 use sqlx::Connection;
 
 const JOBS: usize = 200;
+/// The group's own executor token: what the admins send its executors, in the lost-run watch's
+/// questions too, and what the executor checks.
+const GROUP_TOKEN: &str = "ha-group-token";
 
 /// An admin process, killed when dropped.
 struct AdminProcess {
@@ -27,10 +30,16 @@ impl AdminProcess {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
+        Self::start_on(db_url, port)
+    }
+
+    fn start_on(db_url: &str, port: u16) -> AdminProcess {
         let child = Command::new(env!("CARGO_BIN_EXE_shardline-admin"))
             .env("SHARDLINE_DATABASE_URL", db_url)
             .env("SHARDLINE_BIND", format!("127.0.0.1:{port}"))
-            .env("SHARDLINE_ACCESS_TOKEN", ACCESS_TOKEN)
+            // No admin-wide executor token: the test's group has a token of its own (below).
+            .env("SHARDLINE_ALLOW_NO_TOKEN", "true")
+            .env_remove("SHARDLINE_ACCESS_TOKEN")
             .env("SHARDLINE_API_TOKEN", API_TOKEN)
             .env("SHARDLINE_ADMIN_PASSWORD", "admin-password-1")
             .env("SHARDLINE_LOG", "warn")
@@ -47,6 +56,22 @@ impl AdminProcess {
     fn kill9(&mut self) {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+
+    /// Stops the admin as a service manager does (SIGTERM) and waits up to 20 s for it to exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        for _ in 0..400 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the admin did not exit within 20 s of SIGTERM");
+    }
+
+    fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
     }
 }
 
@@ -108,7 +133,10 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     let exec = TestExecutor::start_with(
         "ha-app",
         &a.base,
-        |cfg| cfg.admin_addresses.push(b.base.clone()),
+        |cfg| {
+            cfg.admin_addresses.push(b.base.clone());
+            cfg.access_token = GROUP_TOKEN.into();
+        },
         move |builder| {
             builder.handler("tick", move |_ctx| {
                 let runs = r2.clone();
@@ -124,7 +152,7 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
         &http,
         &a.base,
         "/groups",
-        json!({"appname": "ha-app", "title": "HA"}),
+        json!({"appname": "ha-app", "title": "HA", "access_token": GROUP_TOKEN}),
     )
     .await;
     let gid = group["id"].as_i64().unwrap();
@@ -156,17 +184,38 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     }
     let started = chrono::Utc::now().timestamp_millis();
     tokio::time::sleep(Duration::from_secs(12)).await;
-    // A is killed inside the preparation lead of the next second's fires: those it owns are
-    // started (their runs stored) and not yet sent.
-    while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    // A is killed inside the preparation lead of the next second's fires, in a second where it
+    // holds some of them started (their runs stored) and not yet sent: the two admins' claims
+    // take turns, and A may own none of a given second's fires.
+    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let a_node: String = sqlx::query_scalar("SELECT id FROM admin_nodes WHERE address = ?")
+        .bind(a.base.trim_start_matches("http://"))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let mut started_by_a = 0;
+    for _ in 0..10 {
+        while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        started_by_a = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM fires WHERE owner = ? AND state = 'triggering' AND dispatched_at = 0",
+        )
+        .bind(&a_node)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        if started_by_a > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let killed_at = chrono::Utc::now().timestamp_millis();
     a.kill9();
+    println!("HA: A killed holding {started_by_a} started fires not yet sent");
     tokio::time::sleep(Duration::from_secs(18)).await;
     let end = chrono::Utc::now().timestamp_millis();
     // Stop scheduling so the tail settles, then let in-flight runs finish.
-    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
     sqlx::query("UPDATE jobs SET enabled = 0, next_fire_at = NULL")
         .execute(&mut conn)
         .await
@@ -236,6 +285,10 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     .unwrap();
     println!("HA: {unsent} runs A started and did not send, found lost");
     assert!(open.is_empty(), "runs left open: {open:?}");
+    assert!(
+        started_by_a > 0 && unsent > 0,
+        "A was killed holding started fires ({started_by_a}), whose runs were found lost ({unsent})"
+    );
     assert_eq!(doubled, 0, "no fire dispatched twice");
     assert_eq!(rows.len(), expected, "no planned fire lost");
     assert_eq!(
@@ -246,5 +299,132 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
 
     exec.stop().await;
     drop(b);
+    db.cleanup().await;
+}
+
+/// A graceful stop (SIGTERM, as in a rolling deploy) inside the preparation lead: the fires the
+/// admin had started (their runs stored) are sent before it exits, not left for the lost-run
+/// watch, and once an admin is back at its address every run of them has succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_stopped_gracefully_sends_the_fires_it_started() {
+    const STOP_JOBS: usize = 50;
+    let db = TestDb::sqlite();
+    let http = reqwest::Client::new();
+    let mut a = AdminProcess::start(&db.url);
+    wait_up(&http, &a.base).await;
+    let exec = TestExecutor::start_with(
+        "stop-app",
+        &a.base,
+        |cfg| cfg.access_token = GROUP_TOKEN.into(),
+        |builder| builder.handler("tick", |_ctx| async { JobResult::success() }),
+    )
+    .await;
+    let group = api(
+        &http,
+        &a.base,
+        "/groups",
+        json!({"appname": "stop-app", "title": "Stop", "access_token": GROUP_TOKEN}),
+    )
+    .await;
+    let gid = group["id"].as_i64().unwrap();
+    for _ in 0..100 {
+        let v: serde_json::Value = http
+            .get(format!("{}/api/v1/groups/{gid}/executors", a.base))
+            .bearer_auth(API_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v.as_array().is_some_and(|x| !x.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for i in 0..STOP_JOBS {
+        api(
+            &http,
+            &a.base,
+            "/jobs",
+            json!({"group_id": gid, "name": format!("tick-{i}"), "handler": "tick",
+                   "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
+                   "misfire_strategy": "DO_NOTHING"}),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    // Stopped inside the preparation lead, in a second whose fires it has started.
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let started_unsent =
+        "SELECT COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0";
+    let mut started = 0;
+    for _ in 0..10 {
+        while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        started = sqlx::query_scalar(started_unsent)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        if started > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let stopped_at = chrono::Utc::now().timestamp_millis();
+    let status = a.terminate();
+    assert!(
+        status.success(),
+        "the admin exits cleanly on SIGTERM: {status}"
+    );
+    assert!(
+        started > 0,
+        "the admin held started fires when it was stopped"
+    );
+    let unsent: i64 = sqlx::query_scalar(started_unsent)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let unsent_runs: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM runs WHERE state = 'triggering' AND dispatched_at = 0",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    println!("graceful stop: {started} started fires at the stop; left unsent: {unsent} fires, {unsent_runs} runs");
+    assert_eq!(
+        (unsent, unsent_runs),
+        (0, 0),
+        "a graceful stop sends what it started"
+    );
+
+    // Back at the same address, the executor's spooled results reach it.
+    let b = AdminProcess::start_on(&db.url, a.port());
+    wait_up(&http, &b.base).await;
+    let mut left: Vec<(i64, String, String)> = Vec::new();
+    for _ in 0..100 {
+        left = sqlx::query_as(
+            "SELECT r.id, r.state, r.handle_msg FROM runs r JOIN fires f ON f.id = r.fire_id \
+             WHERE f.planned_at <= ? AND r.state <> 'succeeded'",
+        )
+        // The fires of the second it was stopped in, which it had started, included.
+        .bind(stopped_at + 1_000)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        left.is_empty(),
+        "every run of a fire planned before the stop succeeded: {left:?}"
+    );
+    exec.stop().await;
+    drop(b);
+    drop(conn);
     db.cleanup().await;
 }
