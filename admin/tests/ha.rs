@@ -114,6 +114,56 @@ async fn api(
     r.json().await.unwrap()
 }
 
+/// Creates a group with its own token (`GROUP_TOKEN`) and waits until an executor of it registered.
+async fn group_with_executor(http: &reqwest::Client, base: &str, appname: &str) -> i64 {
+    let group = api(
+        http,
+        base,
+        "/groups",
+        json!({"appname": appname, "title": appname, "access_token": GROUP_TOKEN}),
+    )
+    .await;
+    let gid = group["id"].as_i64().unwrap();
+    for _ in 0..100 {
+        let v: serde_json::Value = http
+            .get(format!("{base}/api/v1/groups/{gid}/executors"))
+            .bearer_auth(API_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v.as_array().is_some_and(|x| !x.is_empty()) {
+            return gid;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no executor of {appname} registered");
+}
+
+/// Creates `n` jobs running `tick` every second, through the admins of `bases` in turn.
+async fn tick_jobs(http: &reqwest::Client, bases: &[&str], gid: i64, n: usize) {
+    for i in 0..n {
+        api(
+            http,
+            bases[i % bases.len()],
+            "/jobs",
+            json!({"group_id": gid, "name": format!("tick-{i}"), "handler": "tick",
+                   "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
+                   "misfire_strategy": "DO_NOTHING"}),
+        )
+        .await;
+    }
+}
+
+/// Waits until 700–800 ms into a second: inside the preparation lead of the next second's fires.
+async fn inside_preparation_lead() {
+    while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     if !common::mysql_enabled() {
@@ -148,40 +198,8 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
         },
     )
     .await;
-    let group = api(
-        &http,
-        &a.base,
-        "/groups",
-        json!({"appname": "ha-app", "title": "HA", "access_token": GROUP_TOKEN}),
-    )
-    .await;
-    let gid = group["id"].as_i64().unwrap();
-    for _ in 0..100 {
-        let v: serde_json::Value = http
-            .get(format!("{}/api/v1/groups/{gid}/executors", a.base))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if v.as_array().is_some_and(|x| !x.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    for i in 0..JOBS {
-        api(
-            &http,
-            if i % 2 == 0 { &a.base } else { &b.base },
-            "/jobs",
-            json!({"group_id": gid, "name": format!("tick-{i}"), "handler": "tick",
-                   "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
-                   "misfire_strategy": "DO_NOTHING"}),
-        )
-        .await;
-    }
+    let gid = group_with_executor(&http, &a.base, "ha-app").await;
+    tick_jobs(&http, &[&a.base, &b.base], gid, JOBS).await;
     let started = chrono::Utc::now().timestamp_millis();
     tokio::time::sleep(Duration::from_secs(12)).await;
     // A is killed inside the preparation lead of the next second's fires, in a second where it
@@ -195,9 +213,7 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
         .unwrap();
     let mut started_by_a = 0;
     for _ in 0..10 {
-        while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        inside_preparation_lead().await;
         started_by_a = sqlx::query_scalar(
             "SELECT COUNT(*) FROM fires WHERE owner = ? AND state = 'triggering' AND dispatched_at = 0",
         )
@@ -319,40 +335,8 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         |builder| builder.handler("tick", |_ctx| async { JobResult::success() }),
     )
     .await;
-    let group = api(
-        &http,
-        &a.base,
-        "/groups",
-        json!({"appname": "stop-app", "title": "Stop", "access_token": GROUP_TOKEN}),
-    )
-    .await;
-    let gid = group["id"].as_i64().unwrap();
-    for _ in 0..100 {
-        let v: serde_json::Value = http
-            .get(format!("{}/api/v1/groups/{gid}/executors", a.base))
-            .bearer_auth(API_TOKEN)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if v.as_array().is_some_and(|x| !x.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    for i in 0..STOP_JOBS {
-        api(
-            &http,
-            &a.base,
-            "/jobs",
-            json!({"group_id": gid, "name": format!("tick-{i}"), "handler": "tick",
-                   "schedule_type": "CRON", "schedule_conf": "* * * * * ?", "enabled": true,
-                   "misfire_strategy": "DO_NOTHING"}),
-        )
-        .await;
-    }
+    let gid = group_with_executor(&http, &a.base, "stop-app").await;
+    tick_jobs(&http, &[&a.base], gid, STOP_JOBS).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
 
     // Stopped inside the preparation lead, in a second whose fires it has started.
@@ -361,9 +345,7 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         "SELECT COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0";
     let mut started = 0;
     for _ in 0..10 {
-        while !(700..800).contains(&(chrono::Utc::now().timestamp_millis() % 1000)) {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        inside_preparation_lead().await;
         started = sqlx::query_scalar(started_unsent)
             .fetch_one(&mut conn)
             .await
