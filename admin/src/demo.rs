@@ -30,6 +30,7 @@ pub async fn run(
     let port = listener.local_addr()?.port();
     let (store, token, first) = crate::app::prepare(&settings).await?;
     let admin_url = format!("http://127.0.0.1:{port}");
+    let held = hold_demo_jobs(&store).await?;
 
     let stop = CancellationToken::new();
     let server_stop = CancellationToken::new();
@@ -52,10 +53,10 @@ pub async fn run(
     for i in 0..EXECUTORS {
         executors.push(start_executor(i, &admin_url, &token).await?);
     }
-    // The jobs are created once the executors are in the registry: a first broadcast prepared
-    // before they registered would fail with no executor to send to.
+    // The jobs are created, or planned again, once the executors are in the registry: a first
+    // broadcast prepared before they registered would fail with no executor to send to.
     wait_for_executors(&store, started).await;
-    ensure_demo_jobs(&store, &settings).await?;
+    ensure_demo_jobs(&store, &settings, &held).await?;
 
     println!();
     println!("  Shardline demo is running.");
@@ -106,9 +107,45 @@ async fn wait_for_executors(store: &Store, started: i64) {
     }
 }
 
-/// Creates the demo group and jobs on first run (later runs reuse them).
-async fn ensure_demo_jobs(store: &Store, settings: &Settings) -> anyhow::Result<()> {
+/// On a later run, before the scheduler starts: takes the next planned fire off the demo group's
+/// enabled jobs, so that none is planned before the demo's executors registered. Returns them.
+async fn hold_demo_jobs(store: &Store) -> anyhow::Result<Vec<Job>> {
+    let Some(group) = store.group_by_appname(APPNAME).await? else {
+        return Ok(vec![]);
+    };
+    let (jobs, _) = store
+        .list_jobs(&crate::store::JobFilter {
+            group_id: Some(group.id),
+            limit: 100,
+            ..Default::default()
+        })
+        .await?;
+    // Every enabled one, with or without a planned fire: a demo stopped while holding them
+    // left them without one.
+    let held: Vec<Job> = jobs.into_iter().filter(|j| j.enabled != 0).collect();
+    for job in &held {
+        store.set_job_enabled(job.id, true, None, now_ms()).await?;
+    }
+    Ok(held)
+}
+
+/// Creates the demo group and jobs on first run (later runs reuse them), and plans the `held`
+/// ones again.
+async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> anyhow::Result<()> {
     let now = now_ms();
+    for job in held {
+        let schedule = Schedule::parse(
+            &job.schedule_type,
+            &job.schedule_conf,
+            &job.timezone,
+            &settings.timezone,
+        )
+        .map_err(|e| anyhow::anyhow!(e.message))?;
+        // As for a new job below: the scheduler finds it at its next pass.
+        store
+            .set_job_enabled(job.id, true, schedule.first_after(now + 1_000), now)
+            .await?;
+    }
     let group_id = match store.group_by_appname(APPNAME).await? {
         Some(g) => g.id,
         None => {
