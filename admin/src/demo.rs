@@ -70,7 +70,7 @@ pub async fn run(
     println!("  Ctrl-C to stop.");
     println!();
 
-    let printer = tokio::spawn(print_fires(store.clone(), stop.clone()));
+    let printer = tokio::spawn(print_fires(store.clone(), started, stop.clone()));
     shutdown.await;
     stop.cancel();
     let _ = printer.await;
@@ -235,8 +235,9 @@ async fn start_executor(
     Ok((handle, stop))
 }
 
-/// Prints each finished fire of the demo jobs with its coverage.
-async fn print_fires(store: Store, stop: CancellationToken) {
+/// Prints each finished fire planned since `since` (ms; not those of an earlier start) with its
+/// coverage.
+async fn print_fires(store: Store, since: i64, stop: CancellationToken) {
     let mut printed = std::collections::HashSet::new();
     loop {
         tokio::select! {
@@ -254,7 +255,11 @@ async fn print_fires(store: Store, stop: CancellationToken) {
         };
         let mut done: Vec<_> = fires
             .into_iter()
-            .filter(|f| !printed.contains(&f.id) && (f.state == "succeeded" || f.state == "failed"))
+            .filter(|f| {
+                f.planned_at >= since
+                    && !printed.contains(&f.id)
+                    && (f.state == "succeeded" || f.state == "failed")
+            })
             .collect();
         done.sort_by_key(|f| f.id);
         for f in done {
