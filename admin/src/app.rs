@@ -60,18 +60,27 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<(Store, String, Firs
     Ok((store, access_token, first))
 }
 
-/// Refuses to start a second admin on one SQLite file (SQLite has no cross-process claims).
-async fn check_single_admin(store: &Store, node_id: &str) -> anyhow::Result<()> {
+/// Refuses to start a second admin on one SQLite file (SQLite has no cross-process claims). A node
+/// of this host (node ids start with the host name) that announced `local`, the address this
+/// admin now listens on, cannot still be listening there: it was killed without removing its row
+/// (kill -9, OOM, power loss), and its row is removed, so a restart after a crash is not refused
+/// for the 15 s its heartbeat still looks live. Containers sharing one file have host names of
+/// their own, and are refused as before.
+async fn check_single_admin(store: &Store, node_id: &str, local: &str) -> anyhow::Result<()> {
     if store.supports_cluster() {
         return Ok(());
     }
+    let host = |id: &str| id.rsplit_once('-').map_or(id, |(h, _)| h).to_string();
     let now = now_ms();
-    if let Some(other) = store
-        .admin_nodes()
-        .await?
-        .into_iter()
-        .find(|n| n.id != node_id && n.is_live(now))
-    {
+    for other in store.admin_nodes().await? {
+        if other.id == node_id || !other.is_live(now) {
+            continue;
+        }
+        if other.address == local && host(&other.id) == host(node_id) {
+            tracing::warn!(node = %other.id, address = %other.address, "the admin that last listened here stopped without saying so; taking its place");
+            store.remove_node(&other.id).await?;
+            continue;
+        }
         anyhow::bail!(
             "another admin ({} at {}) is running on this SQLite database; SQLite supports one admin. \
              Stop it, or use MySQL/MariaDB (SHARDLINE_DATABASE_URL=mysql://…) to run several",
@@ -115,7 +124,7 @@ pub async fn serve(
     let settings = Arc::new(settings);
     let local = listener.local_addr()?;
     let node_id = format!("{}-{}", hostname(), crate::auth::random_secret(6));
-    check_single_admin(&store, &node_id).await?;
+    check_single_admin(&store, &node_id, &local.to_string()).await?;
     let public = settings
         .public_address
         .clone()
@@ -199,6 +208,7 @@ pub async fn serve(
     ));
     let node_task = tokio::spawn(node_heartbeat(
         store.clone(),
+        dispatcher.clone(),
         node_id.clone(),
         public,
         started,
@@ -321,6 +331,7 @@ async fn housekeeping(store: Store, settings: Arc<Settings>, stop: CancellationT
 
 async fn node_heartbeat(
     store: Store,
+    dispatcher: Arc<Dispatcher>,
     id: String,
     address: String,
     started: i64,
@@ -332,8 +343,11 @@ async fn node_heartbeat(
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if let Err(e) = store.heartbeat_node(&id, &address, started, now_ms()).await {
-            tracing::warn!(error = %e, "admin node heartbeat failed");
+        let now = now_ms();
+        match store.heartbeat_node(&id, &address, started, now).await {
+            // The dispatcher checks its runs before sending once the beats stop being written.
+            Ok(()) => dispatcher.beat_written(now),
+            Err(e) => tracing::warn!(error = %e, "admin node heartbeat failed"),
         }
     }
 }

@@ -66,7 +66,7 @@ pub async fn run(
         None => println!("            password: the one you set (SHARDLINE_ADMIN_PASSWORD) or were given at first start"),
     }
     println!("  API:      {admin_url}/api/v1/openapi.json");
-    println!("  Jobs:     demo-broadcast (every 5 s on all 3 executors), demo-items (8 items every 10 s)");
+    println!("  Jobs:     demo-broadcast (every 5 s on all {EXECUTORS} executors), demo-items (8 items every 10 s)");
     println!("  Ctrl-C to stop.");
     println!();
 
@@ -110,16 +110,9 @@ async fn wait_for_executors(store: &Store, started: i64) {
 /// On a later run, before the scheduler starts: takes the next planned fire off the demo group's
 /// enabled jobs, so that none is planned before the demo's executors registered. Returns them.
 async fn hold_demo_jobs(store: &Store) -> anyhow::Result<Vec<Job>> {
-    let Some(group) = store.group_by_appname(APPNAME).await? else {
+    let Some((_, jobs)) = demo_group_jobs(store).await? else {
         return Ok(vec![]);
     };
-    let (jobs, _) = store
-        .list_jobs(&crate::store::JobFilter {
-            group_id: Some(group.id),
-            limit: 100,
-            ..Default::default()
-        })
-        .await?;
     // Every enabled one, with or without a planned fire: a demo stopped while holding them
     // left them without one.
     let held: Vec<Job> = jobs.into_iter().filter(|j| j.enabled != 0).collect();
@@ -146,10 +139,10 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> a
             .set_job_enabled(job.id, true, schedule.first_after(now + 1_000), now)
             .await?;
     }
-    let group_id = match store.group_by_appname(APPNAME).await? {
-        Some(g) => g.id,
+    let (group_id, existing) = match demo_group_jobs(store).await? {
+        Some(found) => found,
         None => {
-            store
+            let id = store
                 .create_group(
                     &GroupInput {
                         appname: APPNAME.into(),
@@ -161,16 +154,10 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> a
                     },
                     now,
                 )
-                .await?
+                .await?;
+            (id, Vec::new())
         }
     };
-    let (existing, _) = store
-        .list_jobs(&crate::store::JobFilter {
-            group_id: Some(group_id),
-            limit: 100,
-            ..Default::default()
-        })
-        .await?;
     for (name, conf, mode, total) in [
         ("demo-broadcast", "0/5 * * * * ?", "BROADCAST", 1),
         ("demo-items", "0/10 * * * * ?", "ITEMS", 8),
@@ -201,6 +188,21 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> a
         store.create_job(&job, now).await?;
     }
     Ok(())
+}
+
+/// The demo group's id and its jobs, if the group exists.
+async fn demo_group_jobs(store: &Store) -> anyhow::Result<Option<(i64, Vec<Job>)>> {
+    let Some(group) = store.group_by_appname(APPNAME).await? else {
+        return Ok(None);
+    };
+    let (jobs, _) = store
+        .list_jobs(&crate::store::JobFilter {
+            group_id: Some(group.id),
+            limit: 100,
+            ..Default::default()
+        })
+        .await?;
+    Ok(Some((group.id, jobs)))
 }
 
 /// One demo executor: processes the rows of its shard, `MOD(id, total) = index`.

@@ -8,7 +8,9 @@
 //!   admin that stopped or died left undone.
 //! * [`LostRuns`]: a run whose executor was evicted, refuses connections, or that is still open
 //!   well past its timeout becomes `lost`; the item of a sharded job is failed over to another
-//!   executor at once, other runs follow the retry policy. Nothing stays `running` for ever.
+//!   executor at once, other runs follow the retry policy. A run that an admin stored and died
+//!   before sending becomes `lost` too, and is sent again at once, whatever the job. Nothing
+//!   stays `running` for ever.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -22,7 +24,9 @@ use crate::alarm::Alarms;
 use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
-use crate::model::{now_ms, Fire, FireState, Group, Job, RunState, ShardingMode, TriggerType};
+use crate::model::{
+    now_ms, AdminNode, Fire, FireState, Group, Job, RunState, ShardingMode, TriggerType,
+};
 use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
@@ -233,6 +237,10 @@ const PROBES_AT_ONCE: usize = 64;
 /// judged at most [`ANSWER_HOLD`] after its acceptance.
 const UNSENT_GRACE_MS: i64 = MAX_PREPARE_MS + ANSWER_HOLD.as_millis() as i64 + 1_000;
 
+/// How long an executor may keep a result it could not deliver (no admin answered) before
+/// sending it again: XXL-JOB's executors and the SDK re-send their spool every 30 s; a margin on top.
+const SPOOL_PERIOD_MS: i64 = 35_000;
+
 /// Watches open runs and declares the ones that cannot finish any more lost.
 pub struct LostRuns {
     pub store: Store,
@@ -363,6 +371,7 @@ impl LostRuns {
                 )
             });
             let started = run.dispatched_at.unwrap_or(run.created_at);
+            let mut unsent = false;
             let reason = if !run.executor_address.is_empty() && dead.contains(&run.executor_address)
             {
                 Some(format!(
@@ -378,6 +387,7 @@ impl LostRuns {
                     run.executor_address
                 ))
             } else if let Some(owner) = orphaned.get(&run.id) {
+                unsent = true;
                 Some(format!(
                     "admin {owner} stopped before recording its send, and executor {} is not running the job",
                     run.executor_address
@@ -392,14 +402,20 @@ impl LostRuns {
             };
             let Some(reason) = reason else { continue };
             let msg = format!("lost: {reason}");
-            if sharded {
-                // Shard failover: the item runs elsewhere now, not after a retry delay. The run is
-                // declared lost and replaced in one transaction.
+            if unsent || sharded {
+                // A run never sent is sent now, whatever the job: nothing ran it. Shard
+                // failover: the item runs elsewhere now, not after a retry delay. Either way the
+                // run is declared lost and replaced in one transaction.
                 let Some(fire) = self.store.get_fire(run.fire_id).await? else {
                     continue;
                 };
                 let whole = self.store.runs_by_ids(&[run.id]).await?;
-                match self.dispatcher.fail_over_lost(&fire, &whole, &msg).await {
+                let replaced = if unsent {
+                    self.dispatcher.send_unsent(&fire, &whole, &msg).await
+                } else {
+                    self.dispatcher.fail_over_lost(&fire, &whole, &msg).await
+                };
+                match replaced {
                     Ok(ids) if ids.is_empty() => continue,
                     Ok(_) => {}
                     Err(e) => {
@@ -428,9 +444,12 @@ impl LostRuns {
     /// died after starting the fire (its runs are stored up to the preparation lead before the
     /// send) and before recording the send, so the fire, out of `scheduled`, has no lease for a
     /// takeover, and nothing else would ever send or end its runs. Only fires with no send
-    /// recorded at all count (a failover or retry run comes after one), and only runs whose
+    /// recorded at all count (a failover or retry run comes after one; a fire that is `running`
+    /// with none had a sibling run sent again), and only runs whose
     /// executor says it is not running the job (`/idleBeat`): a run it got and finished would have
-    /// been called back to a live admin long before its admin counts as gone.
+    /// been called back to a live admin long before its admin counts as gone, or, when no admin
+    /// was up to take it, from the executor's spool once one has been up for [`SPOOL_PERIOD_MS`]
+    /// (a run judged before would be run twice).
     async fn unsent_by_gone_admins(
         &self,
         open: &[OpenRun],
@@ -445,14 +464,19 @@ impl LostRuns {
         if unsent.is_empty() {
             return Ok(found);
         }
-        let live_admins: HashSet<String> = self
+        let live: Vec<AdminNode> = self
             .store
             .admin_nodes()
             .await?
             .into_iter()
             .filter(|n| n.is_live(now))
-            .map(|n| n.id)
             .collect();
+        // When the longest-living admin came up: a result the executor could not deliver to any
+        // admin waits in its spool, and comes once one has been up for a spool period.
+        let Some(up_since) = live.iter().map(|n| n.started_at).min() else {
+            return Ok(found);
+        };
+        let live_admins: HashSet<&str> = live.iter().map(|n| n.id.as_str()).collect();
         // Per fire, its admin when that admin is gone and the fire was never recorded sent: one
         // read for the page (under overload many late runs are past the grace at once).
         let mut fire_ids: Vec<i64> = unsent.iter().map(|r| r.fire_id).collect();
@@ -464,10 +488,13 @@ impl LostRuns {
             .await?
             .into_iter()
             .filter(|f| {
-                f.state == FireState::Triggering.as_str()
+                // `running` with no send recorded: a sibling run was sent again already (a
+                // fire's runs may fall in two pages).
+                (f.state == FireState::Triggering.as_str()
+                    || f.state == FireState::Running.as_str())
                     && f.dispatched_at.is_none()
                     && !f.owner.is_empty()
-                    && !live_admins.contains(&f.owner)
+                    && !live_admins.contains(f.owner.as_str())
             })
             .map(|f| (f.id, f.owner))
             .collect();
@@ -477,6 +504,11 @@ impl LostRuns {
             let Some(owner) = gone_owner.get(&run.fire_id) else {
                 continue;
             };
+            // Its result, if it ran, came straight to an admin up since before the run was made,
+            // or from the spool by now; otherwise it may still come, and the run is left for now.
+            if up_since >= run.created_at && now - up_since < SPOOL_PERIOD_MS {
+                continue;
+            }
             let key = (run.executor_address.clone(), run.job_id);
             let is_idle = match idle.get(&key) {
                 Some(is_idle) => *is_idle,

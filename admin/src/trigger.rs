@@ -8,6 +8,7 @@
 //! routing until it beats again.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -20,7 +21,8 @@ use crate::executor_http::ExecutorHttp;
 use crate::jobcache::JobCache;
 use crate::metrics::Metrics;
 use crate::model::{
-    now_ms, AddressType, Fire, FireState, Group, Job, Run, RunState, ShardingMode, TriggerType,
+    now_ms, AddressType, AdminNode, Fire, FireState, Group, Job, Run, RunState, ShardingMode,
+    TriggerType,
 };
 use crate::results::{FireEvents, ResultSink};
 use crate::route::{RouteError, RouteStrategy, Router};
@@ -225,6 +227,25 @@ struct Planned {
     run: NewRun,
 }
 
+/// How old this admin's last written heartbeat may be for it to be sure no other admin counts it
+/// gone (another does after [`AdminNode::DEAD_AFTER_MS`]): 5 s less, for clocks apart.
+const BEAT_TRUSTED_MS: i64 = AdminNode::DEAD_AFTER_MS - 5_000;
+
+/// Why [`Dispatcher::replace_runs`] replaces runs with new attempts: how the old ones end and
+/// where the new ones go.
+#[derive(Clone, Copy)]
+enum Attempt<'a> {
+    /// An operator's "retry the failed items": ended runs, sent anywhere healthy.
+    Operator,
+    /// The job's retry of a failed item: one more retry counted.
+    Retry,
+    /// The executor died: the open run ends lost, the item goes elsewhere.
+    Failover(&'a str),
+    /// Stored and never sent by an admin that died: the open run ends lost, the item goes to
+    /// the same executor.
+    Unsent(&'a str),
+}
+
 /// Sends runs to executors; shared by the API, the scheduler and the retry loop.
 pub struct Dispatcher {
     store: Store,
@@ -245,6 +266,8 @@ pub struct Dispatcher {
     jobs: JobCache,
     /// Slow run requests per job in the current minute: (minute, count).
     slow_counts: Mutex<HashMap<i64, (i64, u32)>>,
+    /// The time of this admin's last heartbeat that was written ([`Dispatcher::beat_written`]).
+    beat_at: AtomicI64,
 }
 
 impl Dispatcher {
@@ -270,7 +293,13 @@ impl Dispatcher {
             schedule_changed: tokio::sync::Notify::new(),
             slow_counts: Mutex::new(HashMap::new()),
             jobs: JobCache::default(),
+            beat_at: AtomicI64::new(now_ms()),
         }
+    }
+
+    /// Records that this admin's heartbeat of time `at` is written (`admin_nodes`).
+    pub fn beat_written(&self, at: i64) {
+        self.beat_at.fetch_max(at, Ordering::Relaxed);
     }
 
     /// The jobs `ids` as they are now (deleted ones absent), from the job cache.
@@ -438,9 +467,7 @@ impl Dispatcher {
         else {
             return Ok(FireOutcome::AlreadyFired);
         };
-        self.metrics
-            .fires_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.fires_total.fetch_add(1, Ordering::Relaxed);
         if let Some(note) = &note {
             self.store.set_fire_message(fire_id, note).await?;
         }
@@ -472,7 +499,38 @@ impl Dispatcher {
     }
 
     /// Sends fires made ready by [`Dispatcher::prepare_claimed`] ([`Prepared::into_send_list`]).
-    pub async fn send_prepared(&self, list: SendList) -> Result<(), TriggerError> {
+    ///
+    /// When this admin's last written heartbeat is old enough that the others may count it gone
+    /// (its writes stalled), or the send comes that long after a fire's time (the admin was
+    /// paused, and its heartbeat may be written again just now), the lost-run watch of another
+    /// admin may be sending these runs again ([`Dispatcher::send_unsent`]): the runs are claimed
+    /// first ([`Store::claim_sends`]), and only those this admin got are sent, so an item does
+    /// not run twice.
+    pub async fn send_prepared(&self, mut list: SendList) -> Result<(), TriggerError> {
+        let now = now_ms();
+        if now - self.beat_at.load(Ordering::Relaxed) > BEAT_TRUSTED_MS
+            || list
+                .works
+                .iter()
+                .any(|w| now - w.planned_at > BEAT_TRUSTED_MS)
+        {
+            let ids: Vec<i64> = list.pending.iter().map(|(_, r)| r.id).collect();
+            let claimed: HashSet<i64> = self
+                .store
+                .claim_sends(&ids, now)
+                .await?
+                .into_iter()
+                .collect();
+            list.pending.retain(|(_, r)| claimed.contains(&r.id));
+            let kept: HashSet<i64> = list.pending.iter().map(|(w, _)| w.fire_id).collect();
+            list.works.retain(|w| kept.contains(&w.fire_id));
+            if list.pending.len() < ids.len() {
+                tracing::warn!(
+                    dropped = ids.len() - list.pending.len(),
+                    "this admin's heartbeat is stale: runs it started were sent or ended by another admin meanwhile, and are not sent again"
+                );
+            }
+        }
         self.dispatch_runs(list).await?;
         Ok(())
     }
@@ -534,7 +592,7 @@ impl Dispatcher {
             .await?;
         self.metrics
             .fires_total
-            .fetch_add(started.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(started.len() as u64, Ordering::Relaxed);
         // Fires another admin took over are its own to dispatch.
         planned_fires.retain(|w| started.contains(&w.fire_id));
         failed_plans.retain(|id| started.contains(id));
@@ -927,7 +985,7 @@ impl Dispatcher {
                 if state == RunState::Failed {
                     self.metrics
                         .dispatch_failures
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        .fetch_add(1, Ordering::Relaxed);
                     // An executor that answered with a refusal is alive (e.g. DISCARD_LATER);
                     // only an executor that did not answer at all is avoided.
                     if transport && !run.executor_address.is_empty() {
@@ -1164,7 +1222,7 @@ impl Dispatcher {
     fn count_request(&self) {
         self.metrics
             .dispatch_requests
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// The protocol request for one run.
@@ -1197,13 +1255,13 @@ impl Dispatcher {
     /// Re-dispatches the given ended runs of a fire as new attempts, as an operator asked ("retry
     /// the failed items"): the job's retries are left for the runs' own failures.
     pub async fn redispatch(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
-        self.replace_runs(fire, runs, None, false).await
+        self.replace_runs(fire, runs, Attempt::Operator).await
     }
 
     /// Re-dispatches the given failed runs of a fire as the job's retries of their items (each
     /// new run counts one more retry than the run it replaces).
     pub async fn retry(&self, fire: &Fire, runs: &[Run]) -> Result<Vec<i64>, TriggerError> {
-        self.replace_runs(fire, runs, None, true).await
+        self.replace_runs(fire, runs, Attempt::Retry).await
     }
 
     /// Declares open runs lost (their executor died) and runs their items elsewhere at once, as
@@ -1218,15 +1276,29 @@ impl Dispatcher {
         for r in runs {
             self.mark_unhealthy(&r.executor_address);
         }
-        self.replace_runs(fire, runs, Some(reason), false).await
+        self.replace_runs(fire, runs, Attempt::Failover(reason))
+            .await
+    }
+
+    /// Sends, as new attempts, runs that an admin stored and died before sending (their executor
+    /// said it is not running the job): the job never ran for them, so sending them now runs
+    /// each item once, late, where ending them lost would drop the fire. They go to the executor
+    /// they were routed to while it is registered (it is not at fault), else as a failover
+    /// does. The old runs end `lost` with `reason`. Returns the ids of the new runs.
+    pub async fn send_unsent(
+        &self,
+        fire: &Fire,
+        runs: &[Run],
+        reason: &str,
+    ) -> Result<Vec<i64>, TriggerError> {
+        self.replace_runs(fire, runs, Attempt::Unsent(reason)).await
     }
 
     async fn replace_runs(
         &self,
         fire: &Fire,
         runs: &[Run],
-        lost: Option<&str>,
-        retry: bool,
+        why: Attempt<'_>,
     ) -> Result<Vec<i64>, TriggerError> {
         if runs.is_empty() {
             return Ok(vec![]);
@@ -1238,22 +1310,27 @@ impl Dispatcher {
         let pairs: Vec<(i64, NewRun)> = runs
             .iter()
             .map(|r| {
-                let address = self
-                    .pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
-                    .unwrap_or_default();
+                let keep = matches!(why, Attempt::Unsent(_))
+                    && targets.iter().any(|t| t.address == r.executor_address);
+                let address = if keep {
+                    r.executor_address.clone()
+                } else {
+                    self.pick_failover_target(&targets, &unhealthy, None, r.shard_index as usize)
+                        .unwrap_or_default()
+                };
                 let mut next = NewRun::next_attempt(r, address);
-                next.retries += i64::from(retry);
+                next.retries += i64::from(matches!(why, Attempt::Retry));
                 (r.id, next)
             })
             .collect();
+        let replacing = match why {
+            Attempt::Failover(reason) => Replacing::Lost(reason),
+            Attempt::Unsent(reason) => Replacing::Unsent(reason),
+            Attempt::Operator | Attempt::Retry => Replacing::Ended,
+        };
         let ids = self
             .store
-            .add_attempts(
-                fire,
-                &pairs,
-                lost.map_or(Replacing::Ended, Replacing::Lost),
-                now_ms(),
-            )
+            .add_attempts(fire, &pairs, replacing, now_ms())
             .await?;
         if ids.is_empty() {
             return Ok(ids);

@@ -3,9 +3,9 @@
 
 mod common;
 
+use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{TestDb, TestExecutor, API_TOKEN};
@@ -56,6 +56,12 @@ impl AdminProcess {
     fn kill9(&mut self) {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+
+    /// Freezes the admin (SIGSTOP, as a paused VM), or thaws it (SIGCONT).
+    fn freeze(&self, frozen: bool) {
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        unsafe { libc::kill(self.child.id() as i32, signal) };
     }
 
     /// Stops the admin as a service manager does (SIGTERM) and waits up to 20 s for it to exit.
@@ -164,6 +170,148 @@ async fn inside_preparation_lead() {
     }
 }
 
+/// The keys (job, fire and item) the executor ran more than once.
+fn ran_twice(keys: &[String]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    let mut twice: Vec<String> = keys.iter().filter(|k| !seen.insert(*k)).cloned().collect();
+    twice.dedup();
+    twice
+}
+
+/// Fires started (their runs stored) and not yet recorded as sent.
+const STARTED_UNSENT: &str =
+    "SELECT COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0";
+
+/// Waits until 700–800 ms into a second in which the SQLite admin holds started fires not yet
+/// sent (up to ten seconds), and returns how many it holds.
+async fn started_fires_inside_lead(conn: &mut sqlx::SqliteConnection) -> i64 {
+    let mut started = 0;
+    for _ in 0..10 {
+        inside_preparation_lead().await;
+        started = sqlx::query_scalar(STARTED_UNSENT)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        if started > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    started
+}
+
+/// The runs of fires planned up to `until` that have not succeeded, polled for up to `wait`
+/// until there are none: the current runs only (`current`), or every run, replaced ones included.
+async fn runs_not_succeeded(
+    conn: &mut sqlx::SqliteConnection,
+    until: i64,
+    wait: Duration,
+    current: bool,
+) -> Vec<(i64, String, String)> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left: Vec<(i64, String, String)> = sqlx::query_as(
+            "SELECT r.id, r.state, r.handle_msg FROM runs r JOIN fires f ON f.id = r.fire_id \
+             WHERE f.planned_at <= ? AND r.state <> 'succeeded' AND (r.superseded = 0 OR ? = 0)",
+        )
+        .bind(until)
+        .bind(current)
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        if left.is_empty() || tokio::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Two admin processes on one MariaDB database, an executor, and [`JOBS`] jobs ticking every
+/// second ([`two_admins_ticking`]).
+struct Pair {
+    admins: [AdminProcess; 2],
+    /// Their node ids, in the same order.
+    nodes: [String; 2],
+    exec: TestExecutor,
+    /// What the executor ran, by job, fire and item (the idempotency key the admins send).
+    ran: Arc<Mutex<Vec<String>>>,
+    conn: sqlx::MySqlConnection,
+}
+
+/// Starts two admins on `db`, an executor of `appname` that reports to whichever answers (the
+/// first, the second when the first does not) and records what it ran, and [`JOBS`] jobs created
+/// through both.
+async fn two_admins_ticking(db: &TestDb, http: &reqwest::Client, appname: &str) -> Pair {
+    let a = AdminProcess::start(&db.url);
+    wait_up(http, &a.base).await;
+    let b = AdminProcess::start(&db.url);
+    wait_up(http, &b.base).await;
+    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = ran.clone();
+    let exec = TestExecutor::start_with(
+        appname,
+        &a.base,
+        |cfg| {
+            cfg.admin_addresses.push(b.base.clone());
+            cfg.access_token = GROUP_TOKEN.into();
+        },
+        move |builder| {
+            builder.handler("tick", move |ctx| {
+                let key = ctx.idempotency_key().unwrap_or_default().to_string();
+                log.lock().unwrap().push(key);
+                async { JobResult::success() }
+            })
+        },
+    )
+    .await;
+    let gid = group_with_executor(http, &a.base, appname).await;
+    tick_jobs(http, &[&a.base, &b.base], gid, JOBS).await;
+    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let mut nodes = Vec::new();
+    for admin in [&a, &b] {
+        let node: String = sqlx::query_scalar("SELECT id FROM admin_nodes WHERE address = ?")
+            .bind(admin.base.trim_start_matches("http://"))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        nodes.push(node);
+    }
+    Pair {
+        admins: [a, b],
+        nodes: nodes.try_into().unwrap(),
+        exec,
+        ran,
+        conn,
+    }
+}
+
+/// Waits until 700–800 ms into a second in which one of the admins `nodes` holds started fires
+/// (their runs stored) not yet sent, up to twenty seconds, and returns which one (the one holding
+/// more) and how many it holds (0 if neither ever did). The admins' claims take turns, and one
+/// may own none of many seconds' fires.
+async fn holder_inside_lead(conn: &mut sqlx::MySqlConnection, nodes: &[String; 2]) -> (usize, i64) {
+    for _ in 0..20 {
+        inside_preparation_lead().await;
+        let held: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT owner, COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0 GROUP BY owner",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        let count = |i: usize| held.iter().find(|h| h.0 == nodes[i]).map_or(0, |h| h.1);
+        let i = if count(1) > count(0) { 1 } else { 0 };
+        if count(i) > 0 {
+            return (i, count(i));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    (0, 0)
+}
+
+/// Runs lost because an admin stopped before recording their send, and sent again.
+const SENT_AGAIN: &str = "SELECT COUNT(*) FROM runs WHERE state = 'lost' AND superseded = 1 \
+     AND handle_msg LIKE '%stopped before recording its send%'";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     if !common::mysql_enabled() {
@@ -172,63 +320,21 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     }
     let db = TestDb::mysql().await;
     let http = reqwest::Client::new();
-    let mut a = AdminProcess::start(&db.url);
-    wait_up(&http, &a.base).await;
-    let b = AdminProcess::start(&db.url);
-    wait_up(&http, &b.base).await;
-
-    let runs = Arc::new(AtomicU64::new(0));
-    let r2 = runs.clone();
-    // The executor reports to whichever admin answers (A first, B once A is gone).
-    let exec = TestExecutor::start_with(
-        "ha-app",
-        &a.base,
-        |cfg| {
-            cfg.admin_addresses.push(b.base.clone());
-            cfg.access_token = GROUP_TOKEN.into();
-        },
-        move |builder| {
-            builder.handler("tick", move |_ctx| {
-                let runs = r2.clone();
-                async move {
-                    runs.fetch_add(1, Ordering::Relaxed);
-                    JobResult::success()
-                }
-            })
-        },
-    )
-    .await;
-    let gid = group_with_executor(&http, &a.base, "ha-app").await;
-    tick_jobs(&http, &[&a.base, &b.base], gid, JOBS).await;
+    let Pair {
+        mut admins,
+        nodes,
+        exec,
+        ran,
+        mut conn,
+    } = two_admins_ticking(&db, &http, "ha-app").await;
     let started = chrono::Utc::now().timestamp_millis();
     tokio::time::sleep(Duration::from_secs(12)).await;
-    // A is killed inside the preparation lead of the next second's fires, in a second where it
-    // holds some of them started (their runs stored) and not yet sent: the two admins' claims
-    // take turns, and A may own none of a given second's fires.
-    let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    let a_node: String = sqlx::query_scalar("SELECT id FROM admin_nodes WHERE address = ?")
-        .bind(a.base.trim_start_matches("http://"))
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    let mut started_by_a = 0;
-    for _ in 0..10 {
-        inside_preparation_lead().await;
-        started_by_a = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM fires WHERE owner = ? AND state = 'triggering' AND dispatched_at = 0",
-        )
-        .bind(&a_node)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        if started_by_a > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    // An admin (A) is killed inside the preparation lead of the next second's fires, in a second
+    // where it holds some of them started (their runs stored) and not yet sent.
+    let (victim, started_by_a) = holder_inside_lead(&mut conn, &nodes).await;
     let killed_at = chrono::Utc::now().timestamp_millis();
-    a.kill9();
-    println!("HA: A killed holding {started_by_a} started fires not yet sent");
+    admins[victim].kill9();
+    println!("HA: admin {victim} (A) killed holding {started_by_a} started fires not yet sent");
     tokio::time::sleep(Duration::from_secs(18)).await;
     let end = chrono::Utc::now().timestamp_millis();
     // Stop scheduling so the tail settles, then let in-flight runs finish.
@@ -281,10 +387,11 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
         p(0.5),
         p(0.99),
         lateness.last().unwrap(),
-        runs.load(Ordering::Relaxed)
+        ran.lock().unwrap().len()
     );
     // Nothing A started is left open: what it sent is answered to B, and what it started and
-    // did not send is found lost once A counts as gone (15 s without its heartbeat).
+    // did not send is found lost once A counts as gone (15 s without its heartbeat), and sent
+    // again.
     let open: Vec<(i64, String, i64)> = sqlx::query_as(
         "SELECT r.id, r.state, f.planned_at FROM runs r JOIN fires f ON f.id = r.fire_id \
          WHERE r.state IN ('triggering', 'running') AND f.planned_at <= ?",
@@ -293,19 +400,34 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    let unsent: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM runs WHERE state = 'lost' AND handle_msg LIKE '%stopped before recording its send%'",
+    let unsent: i64 = sqlx::query_scalar(SENT_AGAIN)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    // Every fire ran: its current run succeeded (the ones A did not send, on their second
+    // attempt).
+    let not_succeeded: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT r.id, r.state, r.handle_msg FROM runs r JOIN fires f ON f.id = r.fire_id \
+         WHERE f.planned_at >= ? AND f.planned_at <= ? AND r.superseded = 0 AND r.state <> 'succeeded'",
     )
-    .fetch_one(&mut conn)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut conn)
     .await
     .unwrap();
-    println!("HA: {unsent} runs A started and did not send, found lost");
+    println!("HA: {unsent} runs A started and did not send, found lost and sent again");
     assert!(open.is_empty(), "runs left open: {open:?}");
     assert!(
         started_by_a > 0 && unsent > 0,
         "A was killed holding started fires ({started_by_a}), whose runs were found lost ({unsent})"
     );
+    assert!(
+        not_succeeded.is_empty(),
+        "every fire's current run succeeded: {not_succeeded:?}"
+    );
     assert_eq!(doubled, 0, "no fire dispatched twice");
+    let twice = ran_twice(&ran.lock().unwrap());
+    assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
     assert_eq!(rows.len(), expected, "no planned fire lost");
     assert_eq!(
         skipped, 0,
@@ -314,7 +436,7 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
     assert_eq!(without_run, 0, "every fire has its run");
 
     exec.stop().await;
-    drop(b);
+    drop(admins);
     db.cleanup().await;
 }
 
@@ -341,20 +463,7 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
 
     // Stopped inside the preparation lead, in a second whose fires it has started.
     let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-    let started_unsent =
-        "SELECT COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0";
-    let mut started = 0;
-    for _ in 0..10 {
-        inside_preparation_lead().await;
-        started = sqlx::query_scalar(started_unsent)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-        if started > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let started = started_fires_inside_lead(&mut conn).await;
     let stopped_at = chrono::Utc::now().timestamp_millis();
     let status = a.terminate();
     assert!(
@@ -365,7 +474,7 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         started > 0,
         "the admin held started fires when it was stopped"
     );
-    let unsent: i64 = sqlx::query_scalar(started_unsent)
+    let unsent: i64 = sqlx::query_scalar(STARTED_UNSENT)
         .fetch_one(&mut conn)
         .await
         .unwrap();
@@ -385,22 +494,14 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
     // Back at the same address, the executor's spooled results reach it.
     let b = AdminProcess::start_on(&db.url, a.port());
     wait_up(&http, &b.base).await;
-    let mut left: Vec<(i64, String, String)> = Vec::new();
-    for _ in 0..100 {
-        left = sqlx::query_as(
-            "SELECT r.id, r.state, r.handle_msg FROM runs r JOIN fires f ON f.id = r.fire_id \
-             WHERE f.planned_at <= ? AND r.state <> 'succeeded'",
-        )
-        // The fires of the second it was stopped in, which it had started, included.
-        .bind(stopped_at + 1_000)
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-        if left.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The fires of the second it was stopped in, which it had started, included.
+    let left = runs_not_succeeded(
+        &mut conn,
+        stopped_at + 1_000,
+        Duration::from_secs(10),
+        false,
+    )
+    .await;
     assert!(
         left.is_empty(),
         "every run of a fire planned before the stop succeeded: {left:?}"
@@ -408,5 +509,156 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
     exec.stop().await;
     drop(b);
     drop(conn);
+    db.cleanup().await;
+}
+
+/// An admin killed with SIGKILL inside the preparation lead, holding fires it had started (their
+/// runs stored) and not sent. The admin started in its place finds those runs (their executor is
+/// not running the job, and no result came for them) and sends them again, so every fire planned
+/// up to the kill ran, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_killed_holding_started_fires_they_are_sent_again() {
+    const KILL_JOBS: usize = 50;
+    let db = TestDb::sqlite();
+    let http = reqwest::Client::new();
+    let mut a = AdminProcess::start(&db.url);
+    wait_up(&http, &a.base).await;
+    // What the executor ran, by fire and item (the idempotency key the admin sends).
+    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = ran.clone();
+    let exec = TestExecutor::start_with(
+        "kill-app",
+        &a.base,
+        |cfg| cfg.access_token = GROUP_TOKEN.into(),
+        move |builder| {
+            builder.handler("tick", move |ctx| {
+                let key = ctx.idempotency_key().unwrap_or_default().to_string();
+                log.lock().unwrap().push(key);
+                async { JobResult::success() }
+            })
+        },
+    )
+    .await;
+    let gid = group_with_executor(&http, &a.base, "kill-app").await;
+    tick_jobs(&http, &[&a.base], gid, KILL_JOBS).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let started = started_fires_inside_lead(&mut conn).await;
+    let killed_at = chrono::Utc::now().timestamp_millis();
+    a.kill9();
+    let unsent: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM runs WHERE state = 'triggering' AND dispatched_at = 0",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    println!("kill: {started} started fires at the kill; {unsent} runs left unsent");
+    assert!(
+        started > 0 && unsent > 0,
+        "the admin was killed holding started fires ({started}) with unsent runs ({unsent})"
+    );
+
+    // Started again at once at the same address (where the executor's spooled results go): the
+    // killed admin's row, which still looks live, is the predecessor's, not a second admin's.
+    let b = AdminProcess::start_on(&db.url, a.port());
+    wait_up(&http, &b.base).await;
+    let until = killed_at + 1_000;
+    // The runs left unsent are judged once the new admin has been up for the executors' spool
+    // period (35 s): a result of a run the killed admin did send may wait in a spool until then.
+    let left = runs_not_succeeded(&mut conn, until, Duration::from_secs(50), true).await;
+    assert!(
+        left.is_empty(),
+        "every fire planned up to the kill ran and succeeded: {left:?}"
+    );
+    let resent: i64 = sqlx::query_scalar(SENT_AGAIN)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let ran = ran.lock().unwrap().clone();
+    let twice = ran_twice(&ran);
+    println!(
+        "kill: {resent} runs found unsent and sent again; the executor ran {} runs",
+        ran.len()
+    );
+    assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
+    // Runs whose acceptance the killed admin held unwritten count as unsent above; they ran,
+    // and only the others are sent again.
+    assert!(
+        resent > 0 && resent <= unsent,
+        "runs left unsent were sent again ({resent} of {unsent})"
+    );
+    exec.stop().await;
+    drop(b);
+    drop(conn);
+    db.cleanup().await;
+}
+
+/// Admin A frozen (SIGSTOP, as a paused VM) inside the preparation lead, holding fires it had
+/// started and not sent, until B counted it gone and sent those runs again. Thawed, A finds its
+/// sends more than 10 s late, reads the runs first, and does not send them a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admin_frozen_holding_started_fires_does_not_send_them_twice() {
+    if !common::mysql_enabled() {
+        eprintln!("HA test needs MariaDB; skipped because SHARDLINE_TEST_SKIP_MYSQL=1");
+        return;
+    }
+    let db = TestDb::mysql().await;
+    let http = reqwest::Client::new();
+    let Pair {
+        admins,
+        nodes,
+        exec,
+        ran,
+        mut conn,
+    } = two_admins_ticking(&db, &http, "freeze-app").await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let (frozen, held) = holder_inside_lead(&mut conn, &nodes).await;
+    let frozen_at = chrono::Utc::now().timestamp_millis();
+    admins[frozen].freeze(true);
+    // B sends A's unsent runs again once A counts as gone (15 s without its heartbeat).
+    let mut sent_again = 0;
+    for _ in 0..300 {
+        sent_again = sqlx::query_scalar(SENT_AGAIN)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        if sent_again > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admins[frozen].freeze(false);
+    println!(
+        "freeze: admin {frozen} (A) frozen holding {held} started fires; B sent {sent_again} of their runs again {} ms after the freeze",
+        chrono::Utc::now().timestamp_millis() - frozen_at
+    );
+    // A, thawed, sends what it still holds; then scheduling stops and the tail settles.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    sqlx::query("UPDATE jobs SET enabled = 0, next_fire_at = NULL")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        held > 0 && sent_again > 0,
+        "A was frozen holding started fires ({held}), whose runs B sent again ({sent_again})"
+    );
+    let twice = ran_twice(&ran.lock().unwrap());
+    assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
+    let not_succeeded: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT r.id, r.state, r.handle_msg FROM runs r JOIN fires f ON f.id = r.fire_id \
+         WHERE f.planned_at <= ? AND r.superseded = 0 AND r.state <> 'succeeded'",
+    )
+    .bind(frozen_at + 1_000)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert!(
+        not_succeeded.is_empty(),
+        "every fire planned up to the freeze ran: {not_succeeded:?}"
+    );
+    exec.stop().await;
+    drop((admins, conn));
     db.cleanup().await;
 }

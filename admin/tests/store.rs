@@ -204,6 +204,68 @@ async fn groups_and_registry() {
     .await;
 }
 
+/// A late send and another admin's "sent again" of the same unsent run exclude each other: a run
+/// claimed for its send (`claim_sends`) is not declared lost and replaced
+/// (`Replacing::Unsent`), and a run replaced so is not claimed; a run with a send recorded is
+/// neither.
+#[tokio::test]
+async fn a_late_send_and_a_send_again_exclude_each_other() {
+    each_db(|s, _| async move {
+        let (fire, ids) = fire_of_new_job(
+            &s,
+            "late-send",
+            &[run(0, 3, "a"), run(1, 3, "b"), run(2, 3, "c")],
+        )
+        .await;
+        let f = s.get_fire(fire).await.unwrap().unwrap();
+        let again = |id: i64| {
+            (
+                id,
+                NewRun {
+                    attempt: 1,
+                    ..run(0, 3, "a")
+                },
+            )
+        };
+        // Run 0 is claimed by its late admin: claimed once, and not replaced after.
+        assert_eq!(s.claim_sends(&ids[..1], 200).await.unwrap(), vec![ids[0]]);
+        assert!(s.claim_sends(&ids[..1], 201).await.unwrap().is_empty());
+        let replaced = s
+            .add_attempts(&f, &[again(ids[0])], Replacing::Unsent("lost: unsent"), 210)
+            .await
+            .unwrap();
+        assert!(replaced.is_empty(), "a claimed run is not sent again");
+        let r0 = s.get_run(ids[0]).await.unwrap().unwrap();
+        assert_eq!(
+            (r0.state.as_str(), r0.dispatched_at),
+            ("triggering", Some(200))
+        );
+        // Run 1 is replaced first: its late admin does not get it.
+        let replaced = s
+            .add_attempts(&f, &[again(ids[1])], Replacing::Unsent("lost: unsent"), 220)
+            .await
+            .unwrap();
+        assert_eq!(replaced.len(), 1);
+        assert!(s.claim_sends(&ids[1..2], 230).await.unwrap().is_empty());
+        let r1 = s.get_run(ids[1]).await.unwrap().unwrap();
+        assert_eq!((r1.state.as_str(), r1.superseded), ("lost", 1));
+        // Run 2's send is recorded (its acceptance): neither claimed nor replaced.
+        s.store_results(&accepted_on_a(fire, &ids[2..], 240, 240), &[], 240)
+            .await
+            .unwrap();
+        assert!(s.claim_sends(&ids[2..], 250).await.unwrap().is_empty());
+        let replaced = s
+            .add_attempts(&f, &[again(ids[2])], Replacing::Unsent("lost: unsent"), 260)
+            .await
+            .unwrap();
+        assert!(
+            replaced.is_empty(),
+            "a run with a send recorded is not sent again"
+        );
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn jobs_crud_and_filters() {
     each_db(|s, kind| async move {

@@ -98,6 +98,9 @@ pub enum Replacing<'a> {
     /// Their requests got no answer: each one's failed send (matched by run id) is its end, if
     /// it is still `triggering` (shard failover).
     Unanswered(&'a [RunUpdate]),
+    /// They are declared lost with this message if still waiting for their first send (an admin
+    /// that died stored them): one its admin sent after all ([`Store::claim_sends`]) is kept.
+    Unsent(&'a str),
 }
 
 /// A fire whose requests went out, as [`Store::store_results`] sees it.
@@ -555,6 +558,37 @@ impl Store {
         Ok(out)
     }
 
+    /// Marks as sent at `now` those of the runs `ids` still waiting for their first send (open,
+    /// not replaced, no send recorded), and returns them. An admin that sends late claims its
+    /// runs so, against another admin declaring them lost to send them again
+    /// ([`Replacing::Unsent`]): under the rows' lock, one of the two gets each run, and it is sent
+    /// once.
+    pub async fn claim_sends(&self, ids: &[i64], now: i64) -> StoreResult<Vec<i64>> {
+        let (begin, lock) = (self.begin_write(), self.dialect().row_lock());
+        let mut claimed = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let got = with_pool!(self, pool => {
+                let mut tx = pool.begin_with(begin).await?;
+                let mut sel = QueryBuilder::new(
+                    "SELECT id FROM runs WHERE state = 'triggering' AND superseded = 0 AND dispatched_at = 0",
+                );
+                push_in(&mut sel, "id", chunk);
+                sel.push(lock);
+                let got: Vec<i64> = sel.build_query_scalar().fetch_all(&mut *tx).await?;
+                if !got.is_empty() {
+                    let mut upd = QueryBuilder::new("UPDATE runs SET dispatched_at = ");
+                    upd.push_bind(now).push(" WHERE 1 = 1");
+                    push_in(&mut upd, "id", &got);
+                    upd.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                got
+            });
+            claimed.extend(got);
+        }
+        Ok(claimed)
+    }
+
     /// Adds new attempts to a fire, each replacing one of its runs (retries, failover), in one
     /// transaction, and puts the fire back to `running`. The replaced runs end as `replacing`
     /// says, in the same transaction; one that is to be ended here but has ended already (its
@@ -575,6 +609,8 @@ impl Store {
                 let ended = match replacing {
                     Replacing::Ended => 1,
                     Replacing::Lost(msg) => sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
+                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
+                    Replacing::Unsent(msg) => sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state = 'triggering' AND dispatched_at = 0")
                         .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
                     Replacing::Unanswered(sends) => match sends.iter().find(|u| u.run_id == *replaced) {
                         Some(u) => {
