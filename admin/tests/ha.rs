@@ -226,6 +226,63 @@ async fn runs_not_succeeded(
     }
 }
 
+/// An executor of `appname` with the group's token, reporting to whichever of `admins` answers
+/// (in order), whose `tick` handler records what it ran by job, fire and item (the idempotency
+/// key the admins send).
+async fn recording_executor(
+    appname: &str,
+    admins: &[&str],
+) -> (TestExecutor, Arc<Mutex<Vec<String>>>) {
+    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = ran.clone();
+    let exec = TestExecutor::start_with(
+        appname,
+        admins[0],
+        |cfg| {
+            cfg.admin_addresses
+                .extend(admins[1..].iter().map(|a| a.to_string()));
+            cfg.access_token = GROUP_TOKEN.into();
+        },
+        move |builder| {
+            builder.handler("tick", move |ctx| {
+                let key = ctx.idempotency_key().unwrap_or_default().to_string();
+                log.lock().unwrap().push(key);
+                async { JobResult::success() }
+            })
+        },
+    )
+    .await;
+    (exec, ran)
+}
+
+/// One admin process on a new SQLite database, a [`recording_executor`], and 50 jobs ticking
+/// every second, running for 4 s.
+struct Single {
+    admin: AdminProcess,
+    exec: TestExecutor,
+    ran: Arc<Mutex<Vec<String>>>,
+    conn: sqlx::SqliteConnection,
+    db: TestDb,
+}
+
+async fn one_admin_ticking(http: &reqwest::Client, appname: &str) -> Single {
+    let db = TestDb::sqlite();
+    let admin = AdminProcess::start(&db.url);
+    wait_up(http, &admin.base).await;
+    let (exec, ran) = recording_executor(appname, &[&admin.base]).await;
+    let gid = group_with_executor(http, &admin.base, appname).await;
+    tick_jobs(http, &[&admin.base], gid, 50).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    Single {
+        admin,
+        exec,
+        ran,
+        conn,
+        db,
+    }
+}
+
 /// Two admin processes on one MariaDB database, an executor, and [`JOBS`] jobs ticking every
 /// second ([`two_admins_ticking`]).
 struct Pair {
@@ -246,24 +303,7 @@ async fn two_admins_ticking(db: &TestDb, http: &reqwest::Client, appname: &str) 
     wait_up(http, &a.base).await;
     let b = AdminProcess::start(&db.url);
     wait_up(http, &b.base).await;
-    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = ran.clone();
-    let exec = TestExecutor::start_with(
-        appname,
-        &a.base,
-        |cfg| {
-            cfg.admin_addresses.push(b.base.clone());
-            cfg.access_token = GROUP_TOKEN.into();
-        },
-        move |builder| {
-            builder.handler("tick", move |ctx| {
-                let key = ctx.idempotency_key().unwrap_or_default().to_string();
-                log.lock().unwrap().push(key);
-                async { JobResult::success() }
-            })
-        },
-    )
-    .await;
+    let (exec, ran) = recording_executor(appname, &[&a.base, &b.base]).await;
     let gid = group_with_executor(http, &a.base, appname).await;
     tick_jobs(http, &[&a.base, &b.base], gid, JOBS).await;
     let mut conn = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
@@ -445,24 +485,15 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
 /// watch, and once an admin is back at its address every run of them has succeeded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_stopped_gracefully_sends_the_fires_it_started() {
-    const STOP_JOBS: usize = 50;
-    let db = TestDb::sqlite();
     let http = reqwest::Client::new();
-    let mut a = AdminProcess::start(&db.url);
-    wait_up(&http, &a.base).await;
-    let exec = TestExecutor::start_with(
-        "stop-app",
-        &a.base,
-        |cfg| cfg.access_token = GROUP_TOKEN.into(),
-        |builder| builder.handler("tick", |_ctx| async { JobResult::success() }),
-    )
-    .await;
-    let gid = group_with_executor(&http, &a.base, "stop-app").await;
-    tick_jobs(&http, &[&a.base], gid, STOP_JOBS).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-
+    let Single {
+        admin: mut a,
+        exec,
+        ran,
+        mut conn,
+        db,
+    } = one_admin_ticking(&http, "stop-app").await;
     // Stopped inside the preparation lead, in a second whose fires it has started.
-    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
     let started = started_fires_inside_lead(&mut conn).await;
     let stopped_at = chrono::Utc::now().timestamp_millis();
     let status = a.terminate();
@@ -506,6 +537,8 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         left.is_empty(),
         "every run of a fire planned before the stop succeeded: {left:?}"
     );
+    let twice = ran_twice(&ran.lock().unwrap());
+    assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
     exec.stop().await;
     drop(b);
     drop(conn);
@@ -518,32 +551,14 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
 /// up to the kill ran, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_killed_holding_started_fires_they_are_sent_again() {
-    const KILL_JOBS: usize = 50;
-    let db = TestDb::sqlite();
     let http = reqwest::Client::new();
-    let mut a = AdminProcess::start(&db.url);
-    wait_up(&http, &a.base).await;
-    // What the executor ran, by fire and item (the idempotency key the admin sends).
-    let ran = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = ran.clone();
-    let exec = TestExecutor::start_with(
-        "kill-app",
-        &a.base,
-        |cfg| cfg.access_token = GROUP_TOKEN.into(),
-        move |builder| {
-            builder.handler("tick", move |ctx| {
-                let key = ctx.idempotency_key().unwrap_or_default().to_string();
-                log.lock().unwrap().push(key);
-                async { JobResult::success() }
-            })
-        },
-    )
-    .await;
-    let gid = group_with_executor(&http, &a.base, "kill-app").await;
-    tick_jobs(&http, &[&a.base], gid, KILL_JOBS).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-
-    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let Single {
+        admin: mut a,
+        exec,
+        ran,
+        mut conn,
+        db,
+    } = one_admin_ticking(&http, "kill-app").await;
     let started = started_fires_inside_lead(&mut conn).await;
     let killed_at = chrono::Utc::now().timestamp_millis();
     a.kill9();
