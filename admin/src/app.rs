@@ -15,7 +15,7 @@ use crate::beats::{self, Beats};
 use crate::config::Settings;
 use crate::executor_http::ExecutorHttp;
 use crate::metrics::Metrics;
-use crate::model::now_ms;
+use crate::model::{now_ms, AdminNode};
 use crate::monitor;
 use crate::results;
 use crate::scheduler::Scheduler;
@@ -81,9 +81,15 @@ async fn check_single_admin(store: &Store, node_id: &str, local: &str) -> anyhow
             store.remove_node(&other.id).await?;
             continue;
         }
+        // If it was killed elsewhere (another address or host), its row stops counting once its
+        // heartbeat is old: say when.
+        let gone_at =
+            chrono::DateTime::from_timestamp_millis(other.heartbeat_at + AdminNode::DEAD_AFTER_MS)
+                .map_or_else(String::new, |t| t.format("%H:%M:%S UTC").to_string());
         anyhow::bail!(
             "another admin ({} at {}) is running on this SQLite database; SQLite supports one admin. \
-             Stop it, or use MySQL/MariaDB (SHARDLINE_DATABASE_URL=mysql://…) to run several",
+             Stop it, or use MySQL/MariaDB (SHARDLINE_DATABASE_URL=mysql://…) to run several. \
+             If it was killed, it counts as gone from {gone_at} (15 s after its last heartbeat)",
             other.id,
             other.address
         );

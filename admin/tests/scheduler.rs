@@ -534,7 +534,10 @@ async fn a_second_admin_on_one_sqlite_file_is_refused() {
         .expect_err("second admin refused");
     let msg = err.to_string();
     assert!(
-        msg.contains("SQLite supports one admin") && msg.contains("MySQL"),
+        msg.contains("SQLite supports one admin")
+            && msg.contains("MySQL")
+            && msg.contains("counts as gone from")
+            && msg.contains(" UTC"),
         "{msg}"
     );
     admin.stop().await;
