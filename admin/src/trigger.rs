@@ -527,7 +527,7 @@ impl Dispatcher {
             if list.pending.len() < ids.len() {
                 tracing::warn!(
                     dropped = ids.len() - list.pending.len(),
-                    "this admin's heartbeat is stale: runs it started were sent or ended by another admin meanwhile, and are not sent again"
+                    "runs this admin sends late (or with its heartbeat stale) were sent or ended by another admin meanwhile, and are not sent again"
                 );
             }
         }
