@@ -70,7 +70,9 @@ async fn check_single_admin(store: &Store, node_id: &str, local: &str) -> anyhow
     if store.supports_cluster() {
         return Ok(());
     }
-    let host = |id: &str| id.rsplit_once('-').map_or(id, |(h, _)| h).to_string();
+    fn host(id: &str) -> &str {
+        id.rsplit_once('-').map_or(id, |(h, _)| h)
+    }
     let now = now_ms();
     for other in store.admin_nodes().await? {
         if other.id == node_id || !other.is_live(now) {

@@ -127,13 +127,8 @@ async fn hold_demo_jobs(store: &Store) -> anyhow::Result<Vec<Job>> {
 async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> anyhow::Result<()> {
     let now = now_ms();
     for job in held {
-        let schedule = Schedule::parse(
-            &job.schedule_type,
-            &job.schedule_conf,
-            &job.timezone,
-            &settings.timezone,
-        )
-        .map_err(|e| anyhow::anyhow!(e.message))?;
+        let schedule =
+            Schedule::of_job(job, &settings.timezone).map_err(|e| anyhow::anyhow!(e.message))?;
         // As for a new job below: the scheduler finds it at its next pass.
         store
             .set_job_enabled(job.id, true, schedule.first_after(now + 1_000), now)

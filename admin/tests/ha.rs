@@ -178,6 +178,10 @@ fn ran_twice(keys: &[String]) -> Vec<String> {
     twice
 }
 
+/// Runs stored and not yet recorded as sent.
+const UNSENT_RUNS: &str =
+    "SELECT COUNT(*) FROM runs WHERE state = 'triggering' AND dispatched_at = 0";
+
 /// Fires started (their runs stored) and not yet recorded as sent.
 const STARTED_UNSENT: &str =
     "SELECT COUNT(*) FROM fires WHERE state = 'triggering' AND dispatched_at = 0";
@@ -263,6 +267,26 @@ struct Single {
     ran: Arc<Mutex<Vec<String>>>,
     conn: sqlx::SqliteConnection,
     db: TestDb,
+}
+
+impl Single {
+    /// Starts an admin again at the address of the one that stopped (where the executor's
+    /// spooled results go), in its place.
+    async fn restart(&mut self, http: &reqwest::Client) {
+        self.admin = AdminProcess::start_on(&self.db.url, self.admin.port());
+        wait_up(http, &self.admin.base).await;
+    }
+
+    /// The keys the executor ran more than once so far.
+    fn ran_twice(&self) -> Vec<String> {
+        ran_twice(&self.ran.lock().unwrap())
+    }
+
+    async fn finish(self) {
+        self.exec.stop().await;
+        drop((self.admin, self.conn));
+        self.db.cleanup().await;
+    }
 }
 
 async fn one_admin_ticking(http: &reqwest::Client, appname: &str) -> Single {
@@ -486,17 +510,11 @@ async fn two_admins_one_killed_no_fire_lost_or_doubled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_stopped_gracefully_sends_the_fires_it_started() {
     let http = reqwest::Client::new();
-    let Single {
-        admin: mut a,
-        exec,
-        ran,
-        mut conn,
-        db,
-    } = one_admin_ticking(&http, "stop-app").await;
+    let mut s = one_admin_ticking(&http, "stop-app").await;
     // Stopped inside the preparation lead, in a second whose fires it has started.
-    let started = started_fires_inside_lead(&mut conn).await;
+    let started = started_fires_inside_lead(&mut s.conn).await;
     let stopped_at = chrono::Utc::now().timestamp_millis();
-    let status = a.terminate();
+    let status = s.admin.terminate();
     assert!(
         status.success(),
         "the admin exits cleanly on SIGTERM: {status}"
@@ -506,15 +524,13 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         "the admin held started fires when it was stopped"
     );
     let unsent: i64 = sqlx::query_scalar(STARTED_UNSENT)
-        .fetch_one(&mut conn)
+        .fetch_one(&mut s.conn)
         .await
         .unwrap();
-    let unsent_runs: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM runs WHERE state = 'triggering' AND dispatched_at = 0",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    let unsent_runs: i64 = sqlx::query_scalar(UNSENT_RUNS)
+        .fetch_one(&mut s.conn)
+        .await
+        .unwrap();
     println!("graceful stop: {started} started fires at the stop; left unsent: {unsent} fires, {unsent_runs} runs");
     assert_eq!(
         (unsent, unsent_runs),
@@ -523,11 +539,10 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
     );
 
     // Back at the same address, the executor's spooled results reach it.
-    let b = AdminProcess::start_on(&db.url, a.port());
-    wait_up(&http, &b.base).await;
+    s.restart(&http).await;
     // The fires of the second it was stopped in, which it had started, included.
     let left = runs_not_succeeded(
-        &mut conn,
+        &mut s.conn,
         stopped_at + 1_000,
         Duration::from_secs(10),
         false,
@@ -537,12 +552,9 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
         left.is_empty(),
         "every run of a fire planned before the stop succeeded: {left:?}"
     );
-    let twice = ran_twice(&ran.lock().unwrap());
+    let twice = s.ran_twice();
     assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
-    exec.stop().await;
-    drop(b);
-    drop(conn);
-    db.cleanup().await;
+    s.finish().await;
 }
 
 /// An admin killed with SIGKILL inside the preparation lead, holding fires it had started (their
@@ -552,22 +564,14 @@ async fn admin_stopped_gracefully_sends_the_fires_it_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admin_killed_holding_started_fires_they_are_sent_again() {
     let http = reqwest::Client::new();
-    let Single {
-        admin: mut a,
-        exec,
-        ran,
-        mut conn,
-        db,
-    } = one_admin_ticking(&http, "kill-app").await;
-    let started = started_fires_inside_lead(&mut conn).await;
+    let mut s = one_admin_ticking(&http, "kill-app").await;
+    let started = started_fires_inside_lead(&mut s.conn).await;
     let killed_at = chrono::Utc::now().timestamp_millis();
-    a.kill9();
-    let unsent: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM runs WHERE state = 'triggering' AND dispatched_at = 0",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    s.admin.kill9();
+    let unsent: i64 = sqlx::query_scalar(UNSENT_RUNS)
+        .fetch_one(&mut s.conn)
+        .await
+        .unwrap();
     println!("kill: {started} started fires at the kill; {unsent} runs left unsent");
     assert!(
         started > 0 && unsent > 0,
@@ -576,25 +580,23 @@ async fn admin_killed_holding_started_fires_they_are_sent_again() {
 
     // Started again at once at the same address (where the executor's spooled results go): the
     // killed admin's row, which still looks live, is the predecessor's, not a second admin's.
-    let b = AdminProcess::start_on(&db.url, a.port());
-    wait_up(&http, &b.base).await;
+    s.restart(&http).await;
     let until = killed_at + 1_000;
     // The runs left unsent are judged once the new admin has been up for the executors' spool
     // period (35 s): a result of a run the killed admin did send may wait in a spool until then.
-    let left = runs_not_succeeded(&mut conn, until, Duration::from_secs(50), true).await;
+    let left = runs_not_succeeded(&mut s.conn, until, Duration::from_secs(50), true).await;
     assert!(
         left.is_empty(),
         "every fire planned up to the kill ran and succeeded: {left:?}"
     );
     let resent: i64 = sqlx::query_scalar(SENT_AGAIN)
-        .fetch_one(&mut conn)
+        .fetch_one(&mut s.conn)
         .await
         .unwrap();
-    let ran = ran.lock().unwrap().clone();
-    let twice = ran_twice(&ran);
+    let twice = s.ran_twice();
     println!(
         "kill: {resent} runs found unsent and sent again; the executor ran {} runs",
-        ran.len()
+        s.ran.lock().unwrap().len()
     );
     assert!(twice.is_empty(), "no fire's item ran twice: {twice:?}");
     // Runs whose acceptance the killed admin held unwritten count as unsent above; they ran,
@@ -603,10 +605,7 @@ async fn admin_killed_holding_started_fires_they_are_sent_again() {
         resent > 0 && resent <= unsent,
         "runs left unsent were sent again ({resent} of {unsent})"
     );
-    exec.stop().await;
-    drop(b);
-    drop(conn);
-    db.cleanup().await;
+    s.finish().await;
 }
 
 /// Admin A frozen (SIGSTOP, as a paused VM) inside the preparation lead, holding fires it had

@@ -608,10 +608,16 @@ impl Store {
             for (replaced, run) in pairs {
                 let ended = match replacing {
                     Replacing::Ended => 1,
-                    Replacing::Lost(msg) => sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
-                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
-                    Replacing::Unsent(msg) => sqlx::query("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state = 'triggering' AND dispatched_at = 0")
-                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
+                    Replacing::Lost(msg) | Replacing::Unsent(msg) => {
+                        // An unsent run only while no send is recorded: its admin may have
+                        // claimed it for a late send (`claim_sends`).
+                        let open = match replacing {
+                            Replacing::Unsent(_) => "state = 'triggering' AND dispatched_at = 0",
+                            _ => "state IN ('triggering', 'running')",
+                        };
+                        sqlx::query(&format!("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND {open}"))
+                            .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected()
+                    }
                     Replacing::Unanswered(sends) => match sends.iter().find(|u| u.run_id == *replaced) {
                         Some(u) => {
                             first_sent = Some(first_sent.map_or(u.fire_sent_at, |t| t.min(u.fire_sent_at)));
