@@ -252,6 +252,14 @@ pub struct LostRuns {
 }
 
 impl LostRuns {
+    /// The token a run's executor expects: its group's (read once per sweep into `groups`).
+    fn token_of(&self, groups: &HashMap<i64, Option<Group>>, group_id: i64) -> String {
+        match groups.get(&group_id).and_then(Option::as_ref) {
+            Some(group) => self.dispatcher.token_for(group),
+            None => self.dispatcher.default_token().to_string(),
+        }
+    }
+
     pub async fn run(self, stop: CancellationToken) {
         let mut tick = tokio::time::interval(self.interval);
         // Executors that failed a liveness probe, with how many times in a row.
@@ -314,20 +322,27 @@ impl LostRuns {
         // other, every executor that timed out (a stopped process, a busy machine) held up the
         // judgement of all the others by the probe's second, and their second strike by as much
         // again.
-        let addresses: HashSet<String> = open
+        // Each with the token its group expects: with the admin-wide one, an executor of a
+        // group with a token of its own answers "token invalid" and logs a warning every sweep.
+        let addresses: HashMap<String, String> = open
             .iter()
             .filter(|r| !r.executor_address.is_empty())
-            .map(|r| r.executor_address.clone())
+            .map(|r| {
+                (
+                    r.executor_address.clone(),
+                    self.token_of(&groups, r.group_id),
+                )
+            })
             .collect();
         // Owned addresses: with futures borrowing them, rustc cannot prove the spawned watch
         // `Send` ("implementation of `FnOnce` is not general enough").
         let probes: Vec<(String, Result<_, CallError>)> = futures::stream::iter(addresses)
-            .map(|address| async move {
+            .map(|(address, token)| async move {
                 let probe = post_envelope::<serde_json::Value>(
                     &self.http,
                     &address,
                     "beat",
-                    self.dispatcher.default_token(),
+                    &token,
                     &serde_json::json!({}),
                     PROBE_TIMEOUT,
                 )
@@ -515,10 +530,7 @@ impl LostRuns {
                 None => {
                     // With the group's own token where it has one: the admin-wide token would be
                     // refused there, and its runs never found idle.
-                    let token = match groups.get(&run.group_id).and_then(Option::as_ref) {
-                        Some(group) => self.dispatcher.token_for(group),
-                        None => self.dispatcher.default_token().to_string(),
-                    };
+                    let token = self.token_of(groups, run.group_id);
                     let answer = post_envelope::<serde_json::Value>(
                         &self.http,
                         &run.executor_address,

@@ -1759,3 +1759,85 @@ async fn stopped_executors_do_not_hold_up_the_watch() {
     drop(procs);
     admin.stop().await;
 }
+
+/// The lost-run watch probes an executor holding an open run (`/beat`) with the token of the
+/// run's group, as the run request itself was sent: with the admin-wide token, an executor of a
+/// group with a token of its own refused every probe, each second, for as long as a run was open.
+#[tokio::test]
+async fn the_watch_probes_with_the_groups_token() {
+    let _turn = SERIAL.lock().await;
+    let db = TestDb::sqlite();
+    let admin = TestAdmin::start(&db).await;
+    let gid = admin
+        .post(
+            "/groups",
+            json!({"appname": "own-token", "title": "own-token", "access_token": "grp-secret"}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    // A stand-in executor that takes the run and never calls back (it stays open), recording
+    // each request's route and token.
+    let seen = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+            let record = record.clone();
+            async move {
+                let token = headers
+                    .get("XXL-JOB-ACCESS-TOKEN")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                record.lock().unwrap().push((uri.path().to_string(), token));
+                axum::Json(json!({"code": 200, "msg": null}))
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}/", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    admin
+        .executor_call(
+            "/api/registry",
+            json!({"registryGroup": "EXECUTOR", "registryKey": "own-token", "registryValue": address}),
+        )
+        .await;
+    admin.wait_executors(gid, 1).await;
+    let job = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "held", "handler": "held", "schedule_type": "NONE"}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let fire = trigger(&admin, job, json!({})).await;
+    let beats = || {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(path, _)| path == "/beat")
+            .count()
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "two probes of the open run",
+        || {
+            let n = beats();
+            async move { n >= 2 }
+        },
+    )
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|(path, _)| path == "/run"), "{seen:?}");
+    assert!(
+        seen.iter().all(|(_, token)| token == "grp-secret"),
+        "every request carries the group's token: {seen:?}"
+    );
+    // The probes found it alive: the run is still open.
+    let fire = admin.get(&format!("/fires/{fire}")).await;
+    assert_eq!(runs(&fire)[0]["state"], "running", "{fire}");
+    server.abort();
+    admin.stop().await;
+}
