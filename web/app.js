@@ -309,16 +309,24 @@
     return h('a', Object.assign({ href }, attrs || {}), text);
   }
 
+  // An API error's message, the field it names by its API name ("timezone: ...") named instead
+  // by the label of the form's field `id`, in the console's language.
+  function labelled(form, id, err) {
+    const label = form.querySelector('#field-' + id + ' .label');
+    const prefix = err.field + ': ';
+    if (!label || !err.message.startsWith(prefix)) return err.message;
+    return label.textContent + ': ' + err.message.slice(prefix.length);
+  }
+
+  // Marks the field an API error is about and returns the message to show.
   function showFieldError(form, err) {
     form.querySelectorAll('.field.invalid').forEach((f) => f.classList.remove('invalid'));
-    if (err.field) {
-      const f = form.querySelector('#field-' + err.field);
-      if (f) {
-        f.classList.add('invalid');
-        const c = f.querySelector('input, select, textarea');
-        if (c) c.focus();
-      }
-    }
+    const f = err.field ? form.querySelector('#field-' + err.field) : null;
+    if (!f) return err.message;
+    f.classList.add('invalid');
+    const c = f.querySelector('input, select, textarea');
+    if (c) c.focus();
+    return labelled(form, err.field, err);
   }
 
   // ---------------------------------------------------------------- shared data
@@ -508,8 +516,7 @@
         flash(t('common.saved'));
         onSaved(saved);
       } catch (err) {
-        showFieldError(form, err);
-        flash(err.message, 'error');
+        flash(showFieldError(form, err), 'error');
       }
     });
     return form;
@@ -665,7 +672,10 @@
           if (mine !== seq) return;
           clear(box);
           box.classList.add('bad');
-          box.appendChild(h('p', { class: 'form-error', id: 'cron-error' }, err.message));
+          // The preview's parameters are the form's schedule and time zone.
+          const id = err.field === 'expr' ? 'schedule_conf' : err.field === 'tz' ? 'timezone' : null;
+          const message = id ? labelled(form, id, err) : err.message;
+          box.appendChild(h('p', { class: 'form-error', id: 'cron-error' }, message));
         }
       }, 250);
     };
@@ -777,8 +787,7 @@
         flash(t('common.saved'));
         onSaved(saved);
       } catch (err) {
-        showFieldError(form, err);
-        flash(err.message, 'error');
+        flash(showFieldError(form, err), 'error');
       }
     });
     return form;

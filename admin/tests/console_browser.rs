@@ -323,9 +323,21 @@ async fn operator_walkthrough_in_chromium() {
     // A typo is reported while typing.
     s.fill("#f-schedule_conf", "0 0 25 * * ?").await;
     s.find("#cron-error").await;
+    // Named by the form's label, not by the preview's parameter ("expr: ...").
+    s.wait_text("#cron-error", "Cron expression / seconds: ")
+        .await;
     s.shot("07-cron-helper-error").await;
     s.fill("#f-schedule_conf", "0 0 2 * * ?").await;
     s.find("#cron-times").await;
+    // A field the admin refuses is marked, and named by its label, not by its API name.
+    s.fill("#f-timezone", "Mars/Olympus").await;
+    s.wait_text("#cron-error", "Time zone: unknown time zone 'Mars/Olympus'")
+        .await;
+    s.click("#job-save").await;
+    s.wait_text("#flash", "Time zone: unknown time zone 'Mars/Olympus'")
+        .await;
+    s.find("#field-timezone.invalid").await;
+    s.fill("#f-timezone", "Asia/Shanghai").await;
     s.click("#job-save").await;
     s.find("#job-next li:nth-child(5)").await;
     let jid: i64 = s
@@ -552,6 +564,14 @@ async fn operator_walkthrough_in_chromium() {
     s.find("#job-next").await;
     // The cron helper speaks the console's language, and so does a fire's coverage.
     s.wait_text("#cron-desc", "每天 02:00:00").await;
+    // So is a refused field in Chinese (the admin's own text stays English).
+    s.fill("#f-timezone", "Mars/Olympus").await;
+    s.click("#job-save").await;
+    s.wait_text("#flash", "时区: unknown time zone 'Mars/Olympus'")
+        .await;
+    s.wait_text("#cron-error", "时区: unknown time zone 'Mars/Olympus'")
+        .await;
+    s.find("#field-timezone.invalid").await;
     s.shot("22-job-zh").await;
     s.goto(&format!("/console/#{fire_page}")).await;
     s.wait_text("#coverage-summary", "成功 1/1").await;
