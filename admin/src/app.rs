@@ -91,9 +91,10 @@ async fn check_single_admin(store: &Store, node_id: &str, local: &str) -> anyhow
         anyhow::bail!(
             "another admin ({} at {}) is running on this SQLite database; SQLite supports one admin. \
              Stop it, or use MySQL/MariaDB (SHARDLINE_DATABASE_URL=mysql://…) to run several. \
-             If it was killed, it counts as gone from {gone_at} (15 s after its last heartbeat)",
+             If it was killed, it counts as gone from {gone_at} ({} s after its last heartbeat)",
             other.id,
-            other.address
+            other.address,
+            AdminNode::DEAD_AFTER_MS / 1000
         );
     }
     Ok(())

@@ -605,19 +605,17 @@ impl Store {
             let mut tx = pool.begin().await?;
             let mut ids = Vec::with_capacity(pairs.len());
             let mut first_sent: Option<i64> = None;
+            // An unsent run is ended only while no send is recorded: its admin may have claimed
+            // it for a late send (`claim_sends`).
+            let end_lost = match replacing {
+                Replacing::Unsent(_) => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state = 'triggering' AND dispatched_at = 0",
+                _ => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')",
+            };
             for (replaced, run) in pairs {
                 let ended = match replacing {
                     Replacing::Ended => 1,
-                    Replacing::Lost(msg) | Replacing::Unsent(msg) => {
-                        // An unsent run only while no send is recorded: its admin may have
-                        // claimed it for a late send (`claim_sends`).
-                        let open = match replacing {
-                            Replacing::Unsent(_) => "state = 'triggering' AND dispatched_at = 0",
-                            _ => "state IN ('triggering', 'running')",
-                        };
-                        sqlx::query(&format!("UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND {open}"))
-                            .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected()
-                    }
+                    Replacing::Lost(msg) | Replacing::Unsent(msg) => sqlx::query(end_lost)
+                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
                     Replacing::Unanswered(sends) => match sends.iter().find(|u| u.run_id == *replaced) {
                         Some(u) => {
                             first_sent = Some(first_sent.map_or(u.fire_sent_at, |t| t.min(u.fire_sent_at)));
