@@ -324,16 +324,13 @@ impl LostRuns {
         // again.
         // Each with the token its group expects: with the admin-wide one, an executor of a
         // group with a token of its own answers "token invalid" and logs a warning every sweep.
-        let addresses: HashMap<String, String> = open
-            .iter()
-            .filter(|r| !r.executor_address.is_empty())
-            .map(|r| {
-                (
-                    r.executor_address.clone(),
-                    self.token_of(&groups, r.group_id),
-                )
-            })
-            .collect();
+        let mut addresses: HashMap<String, String> = HashMap::new();
+        for r in open.iter().filter(|r| !r.executor_address.is_empty()) {
+            if !addresses.contains_key(&r.executor_address) {
+                let token = self.token_of(&groups, r.group_id);
+                addresses.insert(r.executor_address.clone(), token);
+            }
+        }
         // Owned addresses: with futures borrowing them, rustc cannot prove the spawned watch
         // `Send` ("implementation of `FnOnce` is not general enough").
         let probes: Vec<(String, Result<_, CallError>)> = futures::stream::iter(addresses)
