@@ -9,8 +9,9 @@
 //! * [`LostRuns`]: a run whose executor was evicted, refuses connections, or that is still open
 //!   well past its timeout becomes `lost`; the item of a sharded job is failed over to another
 //!   executor at once, other runs follow the retry policy. A run that an admin stored and died
-//!   before sending becomes `lost` too, and is sent again at once, whatever the job. Nothing
-//!   stays `running` for ever.
+//!   before sending becomes `lost` too, and is sent again at once, whatever the job; one it
+//!   claimed for a late send and died before the answer is `lost` as any other. Nothing stays
+//!   `triggering` or `running` for ever.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -237,6 +238,15 @@ const PROBES_AT_ONCE: usize = 64;
 /// judged at most [`ANSWER_HOLD`] after its acceptance.
 const UNSENT_GRACE_MS: i64 = MAX_PREPARE_MS + ANSWER_HOLD.as_millis() as i64 + 1_000;
 
+/// A run its admin left behind when it stopped (see [`LostRuns::stranded_by_gone_admins`]).
+struct Stranded {
+    /// The admin that left it.
+    owner: String,
+    /// Claimed for a late send (`Store::claim_sends`), with no answer: whether the request went
+    /// out is not known, so the run is not sent again but ended lost (a sharded item fails over).
+    claimed: bool,
+}
+
 /// How long an executor may keep a result it could not deliver (no admin answered) before
 /// sending it again: XXL-JOB's executors and the SDK re-send their spool every 30 s; a margin on top.
 const SPOOL_PERIOD_MS: i64 = 35_000;
@@ -368,7 +378,7 @@ impl LostRuns {
         }
         // A run found lost is stamped with the time it was judged, after the probes.
         let now = now_ms();
-        let orphaned = self.unsent_by_gone_admins(&open, &groups, now).await?;
+        let orphaned = self.stranded_by_gone_admins(&open, &groups, now).await?;
         let mut lost = 0;
         for run in open {
             let manual = groups
@@ -383,7 +393,7 @@ impl LostRuns {
                 )
             });
             let started = run.dispatched_at.unwrap_or(run.created_at);
-            let mut unsent = false;
+            let (mut unsent, mut executor_at_fault) = (false, true);
             let reason = if !run.executor_address.is_empty() && dead.contains(&run.executor_address)
             {
                 Some(format!(
@@ -398,12 +408,19 @@ impl LostRuns {
                     "executor {} was evicted (no heartbeat)",
                     run.executor_address
                 ))
-            } else if let Some(owner) = orphaned.get(&run.id) {
-                unsent = true;
-                Some(format!(
-                    "admin {owner} stopped before recording its send, and executor {} is not running the job",
-                    run.executor_address
-                ))
+            } else if let Some(Stranded { owner, claimed }) = orphaned.get(&run.id) {
+                (unsent, executor_at_fault) = (!claimed, false);
+                Some(if *claimed {
+                    format!(
+                        "admin {owner} stopped after claiming its late send, with no answer recorded, and executor {} is not running the job",
+                        run.executor_address
+                    )
+                } else {
+                    format!(
+                        "admin {owner} stopped before recording its send, and executor {} is not running the job",
+                        run.executor_address
+                    )
+                })
             } else if timeout_s > 0 && now > started + timeout_s * 1000 + TIMEOUT_MARGIN_MS {
                 Some(format!(
                     "no result {} s after its {timeout_s} s timeout",
@@ -425,7 +442,9 @@ impl LostRuns {
                 let replaced = if unsent {
                     self.dispatcher.send_unsent(&fire, &whole, &msg).await
                 } else {
-                    self.dispatcher.fail_over_lost(&fire, &whole, &msg).await
+                    self.dispatcher
+                        .fail_over_lost(&fire, &whole, &msg, executor_at_fault)
+                        .await
                 };
                 match replaced {
                     Ok(ids) if ids.is_empty() => continue,
@@ -452,26 +471,42 @@ impl LostRuns {
         Ok(lost)
     }
 
-    /// The runs of `open` never recorded as sent whose fire's admin is gone, with that admin: it
-    /// died after starting the fire (its runs are stored up to the preparation lead before the
-    /// send) and before recording the send, so the fire, out of `scheduled`, has no lease for a
-    /// takeover, and nothing else would ever send or end its runs. Only fires with no send
-    /// recorded at all count (a failover or retry run comes after one; a fire that is `running`
-    /// with none had a sibling run sent again), and only runs whose
-    /// executor says it is not running the job (`/idleBeat`): a run it got and finished would have
-    /// been called back to a live admin long before its admin counts as gone, or, when no admin
-    /// was up to take it, from the executor's spool once one has been up for [`SPOOL_PERIOD_MS`]
-    /// (a run judged before would be run twice).
-    async fn unsent_by_gone_admins(
+    /// The runs of `open` whose fire's admin is gone and left them `triggering` for good, with
+    /// that admin:
+    /// * never recorded as sent: the admin died after starting the fire (its runs are stored up
+    ///   to the preparation lead before the send) and before recording the send, so the fire,
+    ///   out of `scheduled`, has no lease for a takeover, and nothing else would ever send or end
+    ///   its runs. Only fires with no send recorded at all count (a failover or retry run comes
+    ///   after one; a fire that is `running` with none had a sibling run sent again);
+    /// * claimed for a late send ([`Store::claim_sends`] records the send before it goes out) and
+    ///   never answered: the admin died between the claim and the answer. Only claims older
+    ///   than a request's timeout and the acceptance's hold count, so a late send still on its
+    ///   way is not judged.
+    ///
+    /// Either way only runs whose executor says it is not running the job (`/idleBeat`): a run
+    /// it got and finished would have been called back to a live admin long before its admin
+    /// counts as gone, or, when no admin was up to take it, from the executor's spool once one
+    /// has been up for [`SPOOL_PERIOD_MS`] (a run judged before would be run twice).
+    async fn stranded_by_gone_admins(
         &self,
         open: &[OpenRun],
         groups: &HashMap<i64, Option<Group>>,
         now: i64,
-    ) -> anyhow::Result<HashMap<i64, String>> {
+    ) -> anyhow::Result<HashMap<i64, Stranded>> {
         let mut found = HashMap::new();
+        let claimed_before = now
+            - self.settings.dispatch_timeout().as_millis() as i64
+            - ANSWER_HOLD.as_millis() as i64
+            - 1_000;
+        let is_claimed = |r: &OpenRun| {
+            r.state == RunState::Triggering.as_str()
+                && r.dispatched_at.is_some_and(|at| at < claimed_before)
+        };
         let unsent: Vec<&OpenRun> = open
             .iter()
-            .filter(|r| r.dispatched_at.is_none() && !r.executor_address.is_empty())
+            .filter(|r| {
+                (r.dispatched_at.is_none() || is_claimed(r)) && !r.executor_address.is_empty()
+            })
             .collect();
         if unsent.is_empty() {
             return Ok(found);
@@ -489,33 +524,37 @@ impl LostRuns {
             return Ok(found);
         };
         let live_admins: HashSet<&str> = live.iter().map(|n| n.id.as_str()).collect();
-        // Per fire, its admin when that admin is gone and the fire was never recorded sent: one
-        // read for the page (under overload many late runs are past the grace at once).
+        // Per open fire, its admin when that admin is gone, and whether the fire was recorded
+        // sent: one read for the page (under overload many late runs are past the grace at once).
         let mut fire_ids: Vec<i64> = unsent.iter().map(|r| r.fire_id).collect();
         fire_ids.sort_unstable();
         fire_ids.dedup();
-        let gone_owner: HashMap<i64, String> = self
+        let gone_owner: HashMap<i64, (String, bool)> = self
             .store
             .get_fires(&fire_ids)
             .await?
             .into_iter()
             .filter(|f| {
-                // `running` with no send recorded: a sibling run was sent again already (a
-                // fire's runs may fall in two pages).
                 (f.state == FireState::Triggering.as_str()
                     || f.state == FireState::Running.as_str())
-                    && f.dispatched_at.is_none()
                     && !f.owner.is_empty()
                     && !live_admins.contains(f.owner.as_str())
             })
-            .map(|f| (f.id, f.owner))
+            .map(|f| (f.id, (f.owner, f.dispatched_at.is_some())))
             .collect();
         // Per executor and job, whether the executor said it is not running the job.
         let mut idle: HashMap<(String, i64), bool> = HashMap::new();
         for run in unsent {
-            let Some(owner) = gone_owner.get(&run.fire_id) else {
+            let Some((owner, fire_sent)) = gone_owner.get(&run.fire_id) else {
                 continue;
             };
+            let claimed = run.dispatched_at.is_some();
+            // A run with no send recorded, of a fire with one, is a failover or retry run
+            // (they come after a send), sent by a live admin. (A fire `running` with none had a
+            // sibling run sent again already: a fire's runs may fall in two pages.)
+            if !claimed && *fire_sent {
+                continue;
+            }
             // Its result, if it ran, came straight to an admin up since before the run was made,
             // or from the spool by now; otherwise it may still come, and the run is left for now.
             if up_since >= run.created_at && now - up_since < SPOOL_PERIOD_MS {
@@ -543,7 +582,8 @@ impl LostRuns {
                 }
             };
             if is_idle {
-                found.insert(run.id, owner.clone());
+                let owner = owner.clone();
+                found.insert(run.id, Stranded { owner, claimed });
             }
         }
         Ok(found)

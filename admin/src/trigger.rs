@@ -1264,17 +1264,21 @@ impl Dispatcher {
         self.replace_runs(fire, runs, Attempt::Retry).await
     }
 
-    /// Declares open runs lost (their executor died) and runs their items elsewhere at once, as
-    /// new attempts with the same item and total. Runs whose result arrived meanwhile are left
-    /// alone. Returns the ids of the new runs.
+    /// Declares open runs lost and runs their items elsewhere at once, as new attempts with the
+    /// same item and total. Runs whose result arrived meanwhile are left alone. When their
+    /// executor is at fault (it died), it is avoided until it beats again; a run its admin left
+    /// behind is no fault of its executor. Returns the ids of the new runs.
     pub async fn fail_over_lost(
         &self,
         fire: &Fire,
         runs: &[Run],
         reason: &str,
+        executor_at_fault: bool,
     ) -> Result<Vec<i64>, TriggerError> {
-        for r in runs {
-            self.mark_unhealthy(&r.executor_address);
+        if executor_at_fault {
+            for r in runs {
+                self.mark_unhealthy(&r.executor_address);
+            }
         }
         self.replace_runs(fire, runs, Attempt::Failover(reason))
             .await

@@ -6,7 +6,6 @@ mod common;
 use common::TestDb;
 use shardline_admin::beats::Beats;
 use shardline_admin::store::{Beat, Store};
-use sqlx::Connection;
 
 /// The time the tests' beats count from: known executors not heard of for the eviction age are
 /// forgotten, so beat times must be close to the clock.
@@ -34,17 +33,6 @@ async fn rows(store: &Store) -> Vec<(String, String, i64, i64)> {
         .into_iter()
         .map(|e| (e.address, e.meta, e.first_seen - t0(), e.updated_at - t0()))
         .collect()
-}
-
-/// Runs one statement on the test database through its own connection.
-async fn exec(db: &TestDb, sql: &str) {
-    if db.kind() == "mysql" {
-        let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-        sqlx::query(sql).execute(&mut c).await.unwrap();
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-        sqlx::query(sql).execute(&mut c).await.unwrap();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,13 +89,15 @@ async fn beats_are_written_behind_without_losing_registrations_or_removals() {
         // The database fails: the pending beat is kept, and while the failure lasts every beat is
         // written at once and answered with the error.
         beats.beat(beat(A, r#"{"weight":3}"#, 8_000)).await.unwrap();
-        exec(&db, "ALTER TABLE registry RENAME TO registry_away").await;
+        db.exec(&["ALTER TABLE registry RENAME TO registry_away"])
+            .await;
         beats.flush().await;
         assert!(
             beats.beat(beat(B, "", 9_000)).await.is_err(),
             "{kind}: a beat during the failure reports it"
         );
-        exec(&db, "ALTER TABLE registry_away RENAME TO registry").await;
+        db.exec(&["ALTER TABLE registry_away RENAME TO registry"])
+            .await;
         beats.flush().await;
         let now = rows(&store).await;
         assert_eq!(
@@ -123,7 +113,7 @@ async fn beats_are_written_behind_without_losing_registrations_or_removals() {
 
         // Silent for the eviction age (its row may have been evicted meanwhile): the next beat
         // registers it again at once.
-        exec(&db, "DELETE FROM registry").await;
+        db.exec(&["DELETE FROM registry"]).await;
         beats.beat(beat(B, "", 10_000 + 90_000)).await.unwrap();
         assert_eq!(
             rows(&store).await,

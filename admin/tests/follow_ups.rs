@@ -17,23 +17,6 @@ use common::{TestAdmin, TestDb, TestExecutor, Webhook};
 use serde_json::{json, Value};
 use shardline_executor::JobResult;
 
-/// Runs `statements` on the test database directly.
-async fn exec_sql(db: &TestDb, statements: &[String]) {
-    if db.kind() == "mysql" {
-        let pool = sqlx::MySqlPool::connect(&db.url).await.unwrap();
-        for sql in statements {
-            sqlx::query(sql).execute(&pool).await.unwrap();
-        }
-        pool.close().await;
-    } else {
-        let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
-        for sql in statements {
-            sqlx::query(sql).execute(&pool).await.unwrap();
-        }
-        pool.close().await;
-    }
-}
-
 /// The follow-ups not done yet, read from the database.
 async fn follow_ups_left(db: &TestDb) -> i64 {
     let sql = "SELECT COUNT(*) FROM follow_ups";
@@ -148,7 +131,7 @@ async fn follow_ups_left_undone_are_done_by_the_next_admin() {
             "DELETE FROM follow_ups".to_string(),
             format!("INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({parent_fire}, {parent}, 'succeeded', 1), ({failed_fire}, {failing}, 'failed', 1), ({first_id}, {delayed}, 'succeeded', 1)"),
         ];
-        exec_sql(&db, &stmts).await;
+        db.exec(&stmts).await;
         let admin = stopped.start_again(&db).await;
 
         eventually("the child job's fire", || async {
@@ -183,7 +166,7 @@ async fn follow_ups_left_undone_are_done_by_the_next_admin() {
         // Done once: the same follow-ups found again (a second admin sweeping them at once)
         // trigger no second child fire and no second retry, and no FIX_DELAY fire beside the
         // one the job is on.
-        exec_sql(&db, &[format!("INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({parent_fire}, {parent}, 'succeeded', 1), ({failed_fire}, {failing}, 'failed', 1), ({first_id}, {delayed}, 'succeeded', 1)")]).await;
+        db.exec(&[format!("INSERT INTO follow_ups (fire_id, job_id, state, created_at) VALUES ({parent_fire}, {parent}, 'succeeded', 1), ({failed_fire}, {failing}, 'failed', 1), ({first_id}, {delayed}, 'succeeded', 1)")]).await;
         eventually("the repeated follow-ups done", || async {
             let left = follow_ups_left(&db).await;
             (left > 0).then(|| format!("{left} left"))
@@ -242,8 +225,7 @@ async fn a_fix_delay_job_goes_on_after_its_fire_misfired() {
 
         // The job runs and its next fire, a minute ago, was claimed by an admin that died.
         let planned = shardline_admin::model::now_ms() - 60_000;
-        exec_sql(
-            &db,
+        db.exec(
             &[
                 format!("INSERT INTO fires (job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, children_done, alarm_state, created_at) VALUES ({job}, {gid}, 'FIX_DELAY', {planned}, '{job}:{planned}', '', 'scheduled', 0, '', 'a-dead-admin', {}, 0, 0, {planned})", planned + 1_000),
                 format!("UPDATE jobs SET enabled = 1, next_fire_at = NULL, last_fire_at = {planned} WHERE id = {job}"),
@@ -328,8 +310,7 @@ async fn an_alarm_left_unsent_by_its_admin_is_sent_by_the_next() {
         // takes longer than a sweep's interval.
         let (old, recent, late) = (fires[0], fires[1], fires[2]);
         let now = shardline_admin::model::now_ms();
-        exec_sql(
-            &db,
+        db.exec(
             &[
                 format!("UPDATE fires SET alarm_state = -1 WHERE id IN ({old}, {recent})"),
                 format!("UPDATE fires SET alarm_state = 0 WHERE id = {late}"),

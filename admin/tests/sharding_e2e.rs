@@ -1841,3 +1841,125 @@ async fn the_watch_probes_with_the_groups_token() {
     server.abort();
     admin.stop().await;
 }
+
+/// An admin that claimed runs for a late send (`Store::claim_sends` records the send before the
+/// request goes out) and died before their answers left them `triggering` with a send recorded,
+/// which no rule judged: open for good. Another admin's watch now ends them lost once their admin
+/// counts as gone, the claim is older than a request's timeout and the answer's hold, and the
+/// executor says it is not running the job: a plain job's fire fails (its retries and alarm
+/// follow), a sharded item runs again at once. Whether the request went out is not known, so a
+/// plain run is not sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_claimed_by_an_admin_that_died_do_not_stay_triggering() {
+    let _turn = SERIAL.lock().await;
+    for db in TestDb::all().await {
+        stranded_claims_scenario(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn stranded_claims_scenario(db: &TestDb) {
+    use shardline_admin::store::{NewRun, Store};
+    let kind = db.kind();
+    let admin = TestAdmin::start(db).await;
+    let gid = group(&admin, "stranded-app").await;
+    let calls = Calls::default();
+    let no_failures = Arc::new(Mutex::new(BTreeSet::new()));
+    let mut execs = Vec::new();
+    for who in 0..2 {
+        let exec =
+            recording_executor("stranded-app", &admin, who, &calls, &no_failures, |_| {}).await;
+        execs.push(exec);
+    }
+    admin.wait_executors(gid, 2).await;
+    let plain = admin
+        .post(
+            "/jobs",
+            json!({"group_id": gid, "name": "plain", "handler": "record", "schedule_type": "NONE"}),
+        )
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    let sharded = items_job(&admin, gid, "record", 2, json!({})).await;
+
+    // What the gone admin left: its node, silent for 30 s, and a fire of each job it started
+    // (runs stored) and claimed for a late send, with no answer.
+    let store = Store::connect(&db.url).await.unwrap();
+    let now = now_ms();
+    store
+        .heartbeat_node("gone-admin", "127.0.0.1:9", now - 120_000, now - 30_000)
+        .await
+        .unwrap();
+    let run = |item: i64, total: i64, exec: &TestExecutor| NewRun {
+        shard_index: item,
+        shard_total: total,
+        attempt: 0,
+        retries: 0,
+        executor_address: exec.address.clone(),
+        handler: "record".into(),
+        params: String::new(),
+        item_param: None,
+    };
+    let mut left = Vec::new();
+    for (job, runs) in [
+        (plain, vec![run(0, 1, &execs[0])]),
+        (sharded, vec![run(0, 2, &execs[0]), run(1, 2, &execs[1])]),
+    ] {
+        let (fire, ids) = store
+            .create_fire(job, gid, "CRON", now, None, "", None, &runs, now)
+            .await
+            .unwrap()
+            .unwrap();
+        let claimed = store.claim_sends(&ids, now + 100).await.unwrap();
+        assert_eq!(claimed, ids, "{kind}");
+        left.push(fire);
+    }
+    db.exec(&[format!(
+        "UPDATE fires SET owner = 'gone-admin' WHERE id IN ({}, {})",
+        left[0], left[1]
+    )])
+    .await;
+    store.close().await;
+
+    let (plain_fire, sharded_fire) = (left[0], left[1]);
+    let plain_fire = admin.wait_fire(plain_fire).await;
+    let sharded_fire = admin.wait_fire(sharded_fire).await;
+    assert_eq!(plain_fire["state"], "failed", "{kind}: {plain_fire}");
+    assert_eq!(sharded_fire["state"], "succeeded", "{kind}: {sharded_fire}");
+    // Each claimed run ended lost, saying why, and not before its claim was older than a
+    // request's timeout (3 s), the answer's hold (1 s) and a second.
+    let claimed_runs: Vec<Value> = runs(&plain_fire)
+        .into_iter()
+        .chain(runs(&sharded_fire))
+        .filter(|r| r["attempt"] == 0)
+        .collect();
+    assert_eq!(claimed_runs.len(), 3, "{kind}: {claimed_runs:?}");
+    for r in &claimed_runs {
+        assert_eq!(r["state"], "lost", "{kind}: {r}");
+        let msg = r["handle_msg"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("admin gone-admin stopped after claiming its late send"),
+            "{kind}: {msg}"
+        );
+        let judged = r["finished_at"].as_i64().unwrap();
+        assert!(
+            judged >= now + 100 + 3_000,
+            "{kind}: judged at +{} ms",
+            judged - now
+        );
+    }
+    // The plain run was not sent again; each sharded item ran once, on a new attempt.
+    let calls = calls.lock().unwrap().clone();
+    assert!(calls.iter().all(|c| c.2 == 2), "{kind}: {calls:?}");
+    let items: BTreeSet<i32> = calls.iter().map(|c| c.1).collect();
+    assert_eq!(
+        (calls.len(), items),
+        (2, BTreeSet::from([0, 1])),
+        "{kind}: {calls:?}"
+    );
+    assert_one_success_per_item(&sharded_fire);
+    for exec in execs {
+        exec.stop().await;
+    }
+    admin.stop().await;
+}

@@ -42,6 +42,8 @@ pub struct OpenRun {
     pub executor_address: String,
     pub created_at: i64,
     pub dispatched_at: Option<i64>,
+    /// `triggering` or `running`.
+    pub state: String,
 }
 
 /// A fire this admin owns and must dispatch at `planned_at`, as read (or returned by the
@@ -663,7 +665,7 @@ fn open_runs_sql(dialect: Dialect) -> String {
     };
     format!(
         "SELECT id, fire_id, job_id, group_id, executor_address, created_at, \
-         NULLIF(dispatched_at, 0) AS dispatched_at FROM runs{hint} WHERE state = ? \
+         NULLIF(dispatched_at, 0) AS dispatched_at, state FROM runs{hint} WHERE state = ? \
          AND created_at < ? AND created_at >= ? AND (created_at > ? OR id > ?) \
          AND superseded = 0 ORDER BY created_at, id LIMIT ?"
     )

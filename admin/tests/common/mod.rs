@@ -78,6 +78,22 @@ impl TestDb {
         }
     }
 
+    /// Runs `statements` on the test database through a connection of its own, behind the
+    /// admin's back: to set up what no API call makes, or to break what a test needs broken.
+    pub async fn exec(&self, statements: &[impl AsRef<str>]) {
+        if self.kind() == "mysql" {
+            let mut c = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+            for sql in statements {
+                sqlx::query(sql.as_ref()).execute(&mut c).await.unwrap();
+            }
+        } else {
+            let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            for sql in statements {
+                sqlx::query(sql.as_ref()).execute(&mut c).await.unwrap();
+            }
+        }
+    }
+
     /// Drops the MariaDB database (SQLite files go with their temp folder).
     pub async fn cleanup(self) {
         if let Some(name) = &self.mysql_name {
