@@ -260,7 +260,8 @@
             close(v);
           } catch (err) {
             errorLine.hidden = false;
-            errorLine.textContent = err.message || String(err);
+            // A refused field is marked and named by its label, as on the forms.
+            errorLine.textContent = err.field ? showFieldError(form, err) : err.message || String(err);
           }
         },
       },
@@ -1242,8 +1243,8 @@
       const pw = input('password', '', { type: 'password', required: true, minlength: 8, autocomplete: 'new-password' });
       const role = select('role', [['USER', t('role.USER')], ['ADMIN', t('role.ADMIN')]], 'USER');
       const checks = groupChecks([]);
-      const u = await dialog(t('user.new'), h('div', null, field(t('user.username'), name), field(t('user.password'), pw, t('user.passwordHint')),
-        field(t('user.role'), role), h('fieldset', null, h('legend', null, t('user.groups')), checks)), t('common.create'),
+      const u = await dialog(t('user.new'), h('div', null, field(t('user.username'), name, null, 'username'),
+        field(t('user.password'), pw, t('user.passwordHint'), 'password'), field(t('user.role'), role, null, 'role'), h('fieldset', null, h('legend', null, t('user.groups')), checks)), t('common.create'),
       () => post('/users', { username: name.value.trim(), password: pw.value, role: role.value, group_ids: pickedGroups(checks) }));
       if (u) {
         flash(t('common.saved'));
@@ -1254,7 +1255,7 @@
       const role = select('role', [['USER', t('role.USER')], ['ADMIN', t('role.ADMIN')]], u.role);
       const ids = u.group_ids.split(',').filter(Boolean).map(Number);
       const checks = groupChecks(ids);
-      const ok = await dialog(t('user.edit', { name: u.username }), h('div', null, field(t('user.role'), role),
+      const ok = await dialog(t('user.edit', { name: u.username }), h('div', null, field(t('user.role'), role, null, 'role'),
         h('fieldset', null, h('legend', null, t('user.groups')), checks)), t('common.save'),
       () => put('/users/' + u.id, { role: role.value, group_ids: pickedGroups(checks) }));
       if (ok) {
@@ -1264,7 +1265,7 @@
     };
     const reset = async (u) => {
       const pw = input('password', '', { type: 'password', required: true, minlength: 8, autocomplete: 'new-password' });
-      const ok = await dialog(t('user.resetPassword', { name: u.username }), field(t('user.password'), pw, t('user.passwordHint')), t('common.save'),
+      const ok = await dialog(t('user.resetPassword', { name: u.username }), field(t('user.password'), pw, t('user.passwordHint'), 'password'), t('common.save'),
         () => post('/users/' + u.id + '/password', { password: pw.value }));
       if (ok !== null) flash(t('common.saved'));
     };
@@ -1297,7 +1298,7 @@
     const create = async () => {
       const name = input('name', '', { required: true, maxlength: 128, placeholder: 'ci-deploy' });
       const owner = IS_ADMIN ? select('user_id', users.map((u) => [u.id, u.username]), ME.id) : null;
-      const tok = await dialog(t('token.new'), h('div', null, field(t('token.name'), name), owner ? field(t('token.owner'), owner) : null), t('common.create'),
+      const tok = await dialog(t('token.new'), h('div', null, field(t('token.name'), name, null, 'name'), owner ? field(t('token.owner'), owner, null, 'user_id') : null), t('common.create'),
         () => post('/tokens', { name: name.value.trim(), user_id: owner ? Number(owner.value) : undefined }));
       if (!tok) return;
       await route();
