@@ -522,10 +522,11 @@ impl Scheduler {
         if due.is_empty() {
             return;
         }
-        tracing::debug!(fires = due.len(), late_ms = now - due[0].0 .0, "due");
+        let (fires, late_ms) = (due.len(), now - due[0].0 .0);
         let (slow, fast): (Vec<_>, Vec<_>) = due
             .into_iter()
             .partition(|(_, d)| self.dispatcher.is_slow(d.job_id));
+        tracing::debug!(fires, slow = slow.len(), late_ms, "due");
         for entry in slow {
             let this = self.clone();
             let pool = self.slow.clone();
