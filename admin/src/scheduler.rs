@@ -436,9 +436,12 @@ impl Scheduler {
             .take_over_expired(&self.node, now, LEASE_MS, 1_000)
             .await?;
         if !orphans.is_empty() {
+            // Their admin stopped, or fell so far behind that its own claims outlived their
+            // leases: this admin's own fires, when it is the one behind (a lone admin's failed
+            // dispatch leaves its fires to this too).
             tracing::warn!(
                 count = orphans.len(),
-                "took over fires of an admin that stopped beating"
+                "took over fires whose lease ran out (their admin stopped or fell behind)"
             );
             let keep = self.collapse_misfired(orphans, now).await?;
             self.add_to_timer(&keep);
