@@ -261,7 +261,7 @@
           } catch (err) {
             errorLine.hidden = false;
             // A refused field is marked and named by its label, as on the forms.
-            errorLine.textContent = err.field ? showFieldError(form, err) : err.message || String(err);
+            errorLine.textContent = showFieldError(form, err) || String(err);
           }
         },
       },

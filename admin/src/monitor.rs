@@ -410,17 +410,15 @@ impl LostRuns {
                 ))
             } else if let Some(Stranded { owner, claimed }) = orphaned.get(&run.id) {
                 (unsent, executor_at_fault) = (!claimed, false);
-                Some(if *claimed {
-                    format!(
-                        "admin {owner} stopped after claiming its late send, with no answer recorded, and executor {} is not running the job",
-                        run.executor_address
-                    )
+                let when = if *claimed {
+                    "after claiming its late send, with no answer recorded"
                 } else {
-                    format!(
-                        "admin {owner} stopped before recording its send, and executor {} is not running the job",
-                        run.executor_address
-                    )
-                })
+                    "before recording its send"
+                };
+                Some(format!(
+                    "admin {owner} stopped {when}, and executor {} is not running the job",
+                    run.executor_address
+                ))
             } else if timeout_s > 0 && now > started + timeout_s * 1000 + TIMEOUT_MARGIN_MS {
                 Some(format!(
                     "no result {} s after its {timeout_s} s timeout",
