@@ -117,9 +117,20 @@
     }
     if (!resp.ok) {
       const err = data && data.error ? data.error : {};
-      throw new ApiError(resp.status, err.message || resp.statusText || String(resp.status), err.field);
+      throw new ApiError(resp.status, refusalText(err) || resp.statusText || String(resp.status), err.field);
     }
     return data;
+  }
+
+  // An API error's message in the console's language: the text of its code (keys 'api.<code>'),
+  // with its values filled in and the field's API name before it as the API puts it. English,
+  // and a message without a code (a detail from elsewhere), are the admin's own words.
+  function refusalText(err) {
+    const key = 'api.' + err.code;
+    const dict = window.SL_I18N[lang];
+    if (!err.code || !dict || dict[key] === undefined) return err.message;
+    const text = t(key, err.params || {});
+    return err.field ? err.field + ': ' + text : text;
   }
 
   const get = (p) => api('GET', p);

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::config::Settings;
 use crate::model::{now_ms, Fire, Job, Run};
+use crate::refusal::{Reason, Refusal};
 use crate::store::{FireEnded, Store, StoreResult};
 
 /// A fire's `alarm_state`, with XXL-JOB's values (its `alarm_status`): 0 until the fire's
@@ -50,7 +51,7 @@ pub enum Target {
 
 /// Parses a job's comma-separated alarm targets: each is an `http(s)://` URL or an e-mail address
 /// (optionally as `mailto:`). The message names the first target that is neither.
-pub fn parse_targets(list: &str) -> Result<Vec<Target>, String> {
+pub fn parse_targets(list: &str) -> Result<Vec<Target>, Refusal> {
     list.split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
@@ -58,12 +59,16 @@ pub fn parse_targets(list: &str) -> Result<Vec<Target>, String> {
             if t.starts_with("http://") || t.starts_with("https://") {
                 reqwest::Url::parse(t)
                     .map(|_| Target::Webhook(t.to_string()))
-                    .map_err(|e| format!("{t:?} is not a valid URL: {e}"))
+                    .map_err(|e| {
+                        Refusal::new(Reason::BadUrl)
+                            .with("value", format_args!("{t:?}"))
+                            .with("detail", e)
+                    })
             } else {
                 let addr = t.strip_prefix("mailto:").unwrap_or(t);
-                addr.parse::<Address>()
-                    .map(Target::Email)
-                    .map_err(|_| format!("{t:?} is neither an http(s) URL nor an e-mail address"))
+                addr.parse::<Address>().map(Target::Email).map_err(|_| {
+                    Refusal::new(Reason::NotAlarmTarget).with("value", format_args!("{t:?}"))
+                })
             }
         })
         .collect()
@@ -456,7 +461,7 @@ mod tests {
         );
         assert_eq!(parse_targets("").unwrap(), vec![]);
         let err = parse_targets("ops@example.com, pager").unwrap_err();
-        assert!(err.contains("\"pager\""), "{err}");
+        assert!(err.to_string().contains("\"pager\""), "{err}");
         assert!(parse_targets("a@@b").is_err());
         assert!(parse_targets("http://").is_err());
     }

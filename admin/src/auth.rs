@@ -9,6 +9,7 @@ use rand::Rng;
 use sha2::{Digest, Sha256};
 
 use crate::model::{now_ms, Role};
+use crate::refusal::{Reason, Refusal};
 use crate::store::Store;
 
 /// Prefix of every API token, so leaked ones are easy to recognise and grep for.
@@ -68,9 +69,10 @@ pub fn token_hash(token: &str) -> String {
 }
 
 /// Rules for a password a person chooses.
-pub fn check_password_strength(password: &str) -> Result<(), String> {
-    if password.chars().count() < 8 {
-        return Err("password must be at least 8 characters".into());
+pub fn check_password_strength(password: &str) -> Result<(), Refusal> {
+    const MIN_CHARS: usize = 8;
+    if password.chars().count() < MIN_CHARS {
+        return Err(Refusal::new(Reason::PasswordShort).with("min", MIN_CHARS));
     }
     Ok(())
 }

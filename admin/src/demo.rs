@@ -128,7 +128,7 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> a
     let now = now_ms();
     for job in held {
         let schedule =
-            Schedule::of_job(job, &settings.timezone).map_err(|e| anyhow::anyhow!(e.message))?;
+            Schedule::of_job(job, &settings.timezone).map_err(|e| anyhow::anyhow!(e.refusal))?;
         // As for a new job below: the scheduler finds it at its next pass.
         store
             .set_job_enabled(job.id, true, schedule.first_after(now + 1_000), now)
@@ -161,7 +161,7 @@ async fn ensure_demo_jobs(store: &Store, settings: &Settings, held: &[Job]) -> a
             continue;
         }
         let schedule = Schedule::parse("CRON", conf, "", &settings.timezone)
-            .map_err(|e| anyhow::anyhow!(e.message))?;
+            .map_err(|e| anyhow::anyhow!(e.refusal))?;
         let job = Job {
             group_id,
             name: name.into(),

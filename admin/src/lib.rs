@@ -17,6 +17,7 @@ pub mod jobcache;
 pub mod metrics;
 pub mod model;
 pub mod monitor;
+pub mod refusal;
 pub mod results;
 pub mod route;
 pub mod schedule;

@@ -22,14 +22,10 @@ macro_rules! vocabulary {
                 match self { $($name::$variant => $text),+ }
             }
 
-            pub fn parse(s: &str) -> Result<Self, String> {
+            pub fn parse(s: &str) -> Result<Self, crate::refusal::Refusal> {
                 match s {
                     $($text => Ok($name::$variant),)+
-                    other => Err(format!(
-                        "unknown value {:?}; expected one of: {}",
-                        other,
-                        [$($text),+].join(", ")
-                    )),
+                    other => Err(crate::refusal::Refusal::one_of(other, &[$($text),+])),
                 }
             }
         }
@@ -464,7 +460,10 @@ mod tests {
             assert_eq!(ScheduleType::parse(s.as_str()), Ok(*s));
         }
         let err = ScheduleType::parse("HOURLY").unwrap_err();
-        assert!(err.contains("CRON, FIX_RATE, FIX_DELAY, NONE"), "{err}");
+        assert!(
+            err.to_string().contains("CRON, FIX_RATE, FIX_DELAY, NONE"),
+            "{err}"
+        );
         assert_eq!(
             serde_json::to_string(&RunState::TimedOut).unwrap(),
             "\"timed_out\""

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::cron::{parse_tz, CronExpr};
 use crate::model::{Job, ScheduleType};
+use crate::refusal::{Reason, Refusal};
 
 /// A job's schedule, parsed once.
 #[derive(Debug, Clone)]
@@ -59,7 +60,7 @@ impl ScheduleCache {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleError {
     pub field: &'static str,
-    pub message: String,
+    pub refusal: Refusal,
 }
 
 impl Schedule {
@@ -70,19 +71,24 @@ impl Schedule {
         timezone: &str,
         default_tz: &str,
     ) -> Result<Schedule, ScheduleError> {
-        let ty = ScheduleType::parse(schedule_type).map_err(|m| ScheduleError {
+        let ty = ScheduleType::parse(schedule_type).map_err(|refusal| ScheduleError {
             field: "schedule_type",
-            message: m,
+            refusal,
         })?;
         let seconds = |what: &str| -> Result<i64, ScheduleError> {
             let n: i64 = conf.trim().parse().map_err(|_| ScheduleError {
                 field: "schedule_conf",
-                message: format!("{what} needs a whole number of seconds, got {conf:?}"),
+                refusal: Refusal::new(Reason::WholeSeconds)
+                    .with("type", what)
+                    .with("value", format_args!("{conf:?}")),
             })?;
+            // The text says the bounds: keep them in step.
             if !(1..=365 * 86_400).contains(&n) {
                 return Err(ScheduleError {
                     field: "schedule_conf",
-                    message: format!("{what} seconds must be between 1 and 31536000, got {n}"),
+                    refusal: Refusal::new(Reason::SecondsRange)
+                        .with("type", what)
+                        .with("got", n),
                 });
             }
             Ok(n * 1000)
@@ -91,16 +97,16 @@ impl Schedule {
             ScheduleType::Cron => {
                 let expr = CronExpr::parse(conf.trim()).map_err(|e| ScheduleError {
                     field: "schedule_conf",
-                    message: e.to_string(),
+                    refusal: e.into(),
                 })?;
                 let zone = if timezone.trim().is_empty() {
                     default_tz
                 } else {
                     timezone.trim()
                 };
-                let tz = parse_tz(zone).map_err(|m| ScheduleError {
+                let tz = parse_tz(zone).map_err(|refusal| ScheduleError {
                     field: "timezone",
-                    message: m,
+                    refusal,
                 })?;
                 Schedule::Cron {
                     expr: Box::new(expr),
@@ -183,7 +189,7 @@ mod tests {
         let e = Schedule::parse("FIX_RATE", "0", "", "UTC").unwrap_err();
         assert_eq!(e.field, "schedule_conf");
         let e = Schedule::parse("FIX_RATE", "abc", "", "UTC").unwrap_err();
-        assert!(e.message.contains("whole number"));
+        assert!(e.refusal.to_string().contains("whole number"));
         assert!(matches!(
             Schedule::parse("NONE", "", "", "UTC").unwrap(),
             Schedule::None

@@ -111,7 +111,7 @@ fn plan_parsed(
     let schedule = match schedule {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(job_id = job.id, error = %e.message, "invalid schedule; job stopped");
+            tracing::warn!(job_id = job.id, error = %e.refusal, "invalid schedule; job stopped");
             return JobPlan {
                 stop: true,
                 ..JobPlan::default()

@@ -628,7 +628,8 @@ impl Dispatcher {
         params: &str,
         shard: Option<(i64, i64)>,
     ) -> Result<(Vec<Planned>, Option<String>), TriggerError> {
-        let mode = ShardingMode::parse(&job.sharding_mode).map_err(TriggerError::Invalid)?;
+        let mode = ShardingMode::parse(&job.sharding_mode)
+            .map_err(|r| TriggerError::Invalid(r.to_string()))?;
         let route = RouteStrategy::parse(&job.route_strategy)
             .map_err(|e| TriggerError::Invalid(e.to_string()))?;
         let base = |index: i64, total: i64, address: String, item_param: Option<String>| Planned {

@@ -103,7 +103,12 @@ fn expect_error(r: &Resp, status: u16, field: Option<&str>, needle: &str) {
         "message {msg:?} should mention {needle:?}"
     );
     match field {
-        Some(f) => assert_eq!(e["field"], f, "field in {}", r.json),
+        Some(f) => {
+            assert_eq!(e["field"], f, "field in {}", r.json);
+            // The console translates a refused field's message by its code.
+            assert!(e["code"].is_string(), "no code in {}", r.json);
+            assert!(e["params"].is_object(), "no params in {}", r.json);
+        }
         None => assert!(e.get("field").is_none(), "no field expected in {}", r.json),
     }
 }
@@ -485,7 +490,7 @@ async fn jobs_crud_list_and_read_only_echo() {
             ("offset=-9223372036854775808&limit=10", "offset"),
         ] {
             let r = admin_call(a, Method::GET, &format!("{list}?{query}"), Body::None).await;
-            expect_error(&r, 400, Some(field), "or more");
+            expect_error(&r, 400, Some(field), "at least");
         }
         let page = a.get(&format!("{list}?limit=1&offset=0")).await;
         assert_eq!(page["limit"], 1, "{list}: {page}");
@@ -712,7 +717,7 @@ async fn job_rules_are_enforced() {
         (
             json!({"glue_type": "GLUE_RUBY", "glue_source": "puts 1"}),
             "glue_type",
-            "must be BEAN",
+            "expected one of: BEAN, GLUE_SHELL",
         ),
         (
             json!({"glue_type": "GLUE_SHELL"}),

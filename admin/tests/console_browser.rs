@@ -577,12 +577,12 @@ async fn operator_walkthrough_in_chromium() {
     s.find("#job-next").await;
     // The cron helper speaks the console's language, and so does a fire's coverage.
     s.wait_text("#cron-desc", "每天 02:00:00").await;
-    // So is a refused field in Chinese (the admin's own text stays English).
+    // So is a refused field: its label, and the refusal's text by its code.
     s.fill("#f-timezone", "Mars/Olympus").await;
     s.click("#job-save").await;
-    s.wait_text("#flash", "时区: unknown time zone 'Mars/Olympus'")
+    s.wait_text("#flash", "时区: 未知的时区 'Mars/Olympus'")
         .await;
-    s.wait_text("#cron-error", "时区: unknown time zone 'Mars/Olympus'")
+    s.wait_text("#cron-error", "时区: 未知的时区 'Mars/Olympus'")
         .await;
     s.find("#field-timezone.invalid").await;
     s.shot("22-job-zh").await;
@@ -594,8 +594,11 @@ async fn operator_walkthrough_in_chromium() {
     s.fill("#f-username", "bad name").await;
     s.fill("#f-password", "long-enough-1").await;
     s.click("#dialog-ok").await;
-    s.wait_text(".dialog .form-error", "账号: must be 1 to 64")
-        .await;
+    s.wait_text(
+        ".dialog .form-error",
+        "账号: 须为 1 到 64 个字母、数字或 '-_.@'",
+    )
+    .await;
     s.click("#dialog-cancel").await;
     s.choose("#lang-select", "en").await;
     s.wait_text("#nav-jobs", "Jobs").await;

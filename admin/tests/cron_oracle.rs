@@ -41,7 +41,7 @@ fn fixture_path() -> PathBuf {
 fn disagreement(case: &Case, answer: &Answer, horizon_year: Option<i32>) -> Option<String> {
     let tz = match parse_tz(case.zone) {
         Ok(tz) => tz,
-        Err(e) => return Some(e),
+        Err(e) => return Some(e.to_string()),
     };
     let ours = CronExpr::parse(&case.expr);
     match (answer, ours) {

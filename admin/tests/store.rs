@@ -150,7 +150,7 @@ async fn groups_and_registry() {
         let id = s.create_group(&group("app-a"), 1).await.unwrap();
         let dup = s.create_group(&group("app-a"), 1).await.unwrap_err();
         assert!(
-            matches!(dup, StoreError::Conflict(ref m) if m.contains("app-a")),
+            matches!(dup, StoreError::Conflict(ref m) if m.to_string().contains("app-a")),
             "{kind}: {dup}"
         );
         assert_eq!(s.get_group(id).await.unwrap().appname, "app-a");

@@ -1,11 +1,14 @@
 //! The REST API's error type and its JSON shape:
-//! `{"error": {"status": 400, "message": "...", "field": "schedule_conf"}}`.
+//! `{"error": {"status": 400, "message": "...", "field": "schedule_conf", "code": "cron",
+//! "params": {...}}}`; `code` and `params` (see `crate::refusal`) come with the refusals the
+//! console can translate.
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::refusal::{Reason, Refusal};
 use crate::store::StoreError;
 use crate::trigger::TriggerError;
 
@@ -14,44 +17,84 @@ pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
     pub field: Option<String>,
+    pub refusal: Option<Refusal>,
+}
+
+/// What an error says: a refusal with its code, or plain words (details from elsewhere, such as
+/// a library's, that have no code).
+pub enum Said {
+    Words(String),
+    Refused(Refusal),
+}
+
+impl From<String> for Said {
+    fn from(s: String) -> Said {
+        Said::Words(s)
+    }
+}
+
+impl From<&str> for Said {
+    fn from(s: &str) -> Said {
+        Said::Words(s.to_string())
+    }
+}
+
+impl From<Refusal> for Said {
+    fn from(r: Refusal) -> Said {
+        Said::Refused(r)
+    }
+}
+
+impl From<Reason> for Said {
+    fn from(r: Reason) -> Said {
+        Said::Refused(r.into())
+    }
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, said: impl Into<Said>) -> Self {
+        let (message, refusal) = match said.into() {
+            Said::Words(m) => (m, None),
+            Said::Refused(r) => (r.to_string(), Some(r)),
+        };
         ApiError {
             status,
-            message: message.into(),
+            message,
             field: None,
+            refusal,
         }
     }
 
     /// A 400 about one field of the request.
-    pub fn field(field: &str, message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("{field}: {}", message.into()),
-            field: Some(field.to_string()),
-        }
+    pub fn field(field: &str, said: impl Into<Said>) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, said);
+        e.message = format!("{field}: {}", e.message);
+        e.field = Some(field.to_string());
+        e
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
+    pub fn bad_request(said: impl Into<Said>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, said)
     }
 
-    pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, message)
+    pub fn unauthorized(said: impl Into<Said>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, said)
     }
 
-    pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, message)
+    pub fn forbidden(said: impl Into<Said>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, said)
     }
 
+    /// `what` is the kind of thing (`job`, `run`, …), as the code's `what` value.
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            Refusal::new(Reason::NotFound).with("what", what),
+        )
     }
 
-    pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, message)
+    pub fn conflict(said: impl Into<Said>) -> Self {
+        Self::new(StatusCode::CONFLICT, said)
     }
 }
 
@@ -60,6 +103,15 @@ impl IntoResponse for ApiError {
         let mut err = json!({ "status": self.status.as_u16(), "message": self.message });
         if let Some(f) = self.field {
             err["field"] = json!(f);
+        }
+        if let Some(r) = self.refusal {
+            err["code"] = json!(r.reason.code());
+            let params: serde_json::Map<String, serde_json::Value> = r
+                .params
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            err["params"] = json!(params);
         }
         let mut resp = (self.status, axum::Json(json!({ "error": err }))).into_response();
         if self.status == StatusCode::UNAUTHORIZED {

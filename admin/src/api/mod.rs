@@ -66,7 +66,7 @@ impl Caller {
         if self.user.is_admin() {
             Ok(())
         } else {
-            Err(ApiError::forbidden("this needs the ADMIN role"))
+            Err(ApiError::forbidden(crate::refusal::Reason::AdminOnly))
         }
     }
 

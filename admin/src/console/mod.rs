@@ -654,7 +654,11 @@ mod tests {
         use shardline_executor::protocol::{BlockStrategy, GlueType};
 
         let en = i18n_keys("en");
-        let zh = i18n_keys("zh");
+        // The API's refusals are translated only out of English (see below).
+        let zh: std::collections::BTreeSet<String> = i18n_keys("zh")
+            .into_iter()
+            .filter(|k| !k.starts_with("api."))
+            .collect();
         assert!(en.len() > 200, "{}", en.len());
         assert_eq!(
             en.symmetric_difference(&zh).collect::<Vec<_>>(),
@@ -717,6 +721,42 @@ mod tests {
         }
         for k in want {
             assert!(en.contains(&k), "no translation for {k}");
+        }
+    }
+
+    /// The `{name}`s of a text.
+    fn placeholders(text: &str) -> std::collections::BTreeSet<&str> {
+        text.split('{')
+            .skip(1)
+            .filter_map(|p| p.split_once('}').map(|(name, _)| name))
+            .collect()
+    }
+
+    #[test]
+    fn every_refusal_is_translated_with_its_values() {
+        use crate::refusal::Reason;
+        let src = include_str!("../../../web/i18n.js");
+        let zh_start = src.find("\nzh: {").expect("zh section");
+        let zh = &src[zh_start..];
+        // English is the API's own text: no `api.` key there.
+        assert!(!src[..zh_start].contains("'api."), "api. keys in en");
+        let keys: Vec<String> = i18n_keys("zh")
+            .into_iter()
+            .filter(|k| k.starts_with("api."))
+            .collect();
+        assert_eq!(keys.len(), Reason::ALL.len(), "{keys:?}");
+        for r in Reason::ALL {
+            let key = format!("'api.{}': '", r.code());
+            let at = zh
+                .find(&key)
+                .unwrap_or_else(|| panic!("no zh text for {:?}", r.code()));
+            let line = zh[at + key.len()..].lines().next().unwrap();
+            assert_eq!(
+                placeholders(line),
+                placeholders(r.en()),
+                "{:?}: the zh text must use the values the English one does",
+                r.code()
+            );
         }
     }
 

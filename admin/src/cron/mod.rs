@@ -21,6 +21,8 @@ use chrono_tz::Tz;
 
 use parse::Parsed;
 
+use crate::refusal::{Reason, Refusal};
+
 /// A parsed Quartz cron expression.
 #[derive(Clone, Debug)]
 pub struct CronExpr {
@@ -47,7 +49,15 @@ impl CronError {
 
 impl fmt::Display for CronError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (at position {})", self.message, self.position)
+        Refusal::from(self.clone()).fmt(f)
+    }
+}
+
+impl From<CronError> for Refusal {
+    fn from(e: CronError) -> Refusal {
+        Refusal::new(Reason::Cron)
+            .with("detail", e.message)
+            .with("pos", e.position)
     }
 }
 
@@ -132,10 +142,10 @@ impl Lang {
 }
 
 /// Parses an IANA zone name with a clear error ("unknown time zone 'Mars/Base'").
-pub fn parse_tz(name: &str) -> Result<Tz, String> {
+pub fn parse_tz(name: &str) -> Result<Tz, Refusal> {
     name.trim()
         .parse::<Tz>()
-        .map_err(|_| format!("unknown time zone '{name}'"))
+        .map_err(|_| Refusal::new(Reason::UnknownTimeZone).with("value", name))
 }
 
 /// How far ahead [`schedule_warnings`] looks for daylight-saving transitions.

@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::refusal::Refusal;
+
 /// How a trigger picks the executor(s) of a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -94,15 +96,16 @@ impl FromStr for RouteStrategy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownRouteStrategy(pub String);
 
+impl From<UnknownRouteStrategy> for Refusal {
+    fn from(e: UnknownRouteStrategy) -> Refusal {
+        let names: Vec<&str> = RouteStrategy::ALL.iter().map(|r| r.as_str()).collect();
+        Refusal::one_of(&e.0, &names)
+    }
+}
+
 impl fmt::Display for UnknownRouteStrategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = RouteStrategy::ALL.iter().map(|r| r.as_str()).collect();
-        write!(
-            f,
-            "unknown route strategy {:?}: expected one of {}",
-            self.0,
-            names.join(", ")
-        )
+        Refusal::from(self.clone()).fmt(f)
     }
 }
 
@@ -128,7 +131,7 @@ mod tests {
         let err = RouteStrategy::parse("round").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown route strategy \"round\": expected one of FIRST, LAST, ROUND, RANDOM, \
+            "unknown value \"round\"; expected one of: FIRST, LAST, ROUND, RANDOM, \
              CONSISTENT_HASH, LEAST_FREQUENTLY_USED, LEAST_RECENTLY_USED, FAILOVER, BUSYOVER, \
              SHARDING_BROADCAST"
         );

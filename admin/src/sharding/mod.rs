@@ -32,6 +32,8 @@ pub use weighted::Weighted;
 
 use std::fmt;
 
+use crate::refusal::Refusal;
+
 /// One online executor as the strategies see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardExecutor {
@@ -152,15 +154,16 @@ pub fn parse_strategy(name: &str) -> Result<&'static dyn ShardingStrategy, Unkno
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownStrategy(pub String);
 
+impl From<UnknownStrategy> for Refusal {
+    fn from(e: UnknownStrategy) -> Refusal {
+        let names: Vec<&str> = strategy_names().collect();
+        Refusal::one_of(&e.0, &names)
+    }
+}
+
 impl fmt::Display for UnknownStrategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = strategy_names().collect();
-        write!(
-            f,
-            "unknown sharding strategy {:?}: expected one of {}",
-            self.0,
-            names.join(", ")
-        )
+        Refusal::from(self.clone()).fmt(f)
     }
 }
 
@@ -198,7 +201,7 @@ mod tests {
         let err = parse_strategy("SINGLE_SHARDING_BALANCE").err().unwrap();
         assert_eq!(
             err.to_string(),
-            "unknown sharding strategy \"SINGLE_SHARDING_BALANCE\": expected one of \
+            "unknown value \"SINGLE_SHARDING_BALANCE\"; expected one of: \
              AVERAGE, ODEVITY, ROTATE, WEIGHTED, AFFINITY"
         );
     }

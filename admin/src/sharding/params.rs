@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::refusal::{Reason, Refusal};
+
 /// Parsed item parameters: at most one value per item of `0..n`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemParams {
@@ -98,9 +100,18 @@ pub struct ItemParamError {
     pub reason: String,
 }
 
+impl From<ItemParamError> for Refusal {
+    fn from(e: ItemParamError) -> Refusal {
+        // The reason itself stays in English: it quotes the piece's syntax.
+        Refusal::new(Reason::ItemParam)
+            .with("piece", format_args!("{:?}", e.piece))
+            .with("detail", e.reason)
+    }
+}
+
 impl fmt::Display for ItemParamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "item parameter {:?}: {}", self.piece, self.reason)
+        Refusal::from(self.clone()).fmt(f)
     }
 }
 

@@ -4,6 +4,7 @@ use sqlx::QueryBuilder;
 
 use super::{with_pool, with_read_pool, Done, Store, StoreError, StoreResult};
 use crate::model::{Group, RegistryEntry};
+use crate::refusal::{Reason, Refusal};
 
 /// One heartbeat of an executor: it is alive at `at`.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,10 @@ pub struct GroupInput {
 const GROUP_COLS: &str =
     "id, appname, title, address_type, addresses, access_token, generation, created_at, updated_at";
 
+fn appname_used(appname: &str) -> Refusal {
+    Refusal::new(Reason::AppnameUsed).with("value", format_args!("{appname:?}"))
+}
+
 impl Store {
     pub async fn create_group(&self, g: &GroupInput, now: i64) -> StoreResult<i64> {
         let sql = "INSERT INTO executor_groups (appname, title, address_type, addresses, access_token, generation, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
@@ -35,9 +40,7 @@ impl Store {
             .bind(&g.appname).bind(&g.title).bind(&g.address_type).bind(&g.addresses)
             .bind(&g.access_token).bind(&g.generation).bind(now).bind(now)
             .execute(pool).await.map(|r| Done::from(r).insert_id()));
-        res.map_err(|e| {
-            StoreError::unique(e, || format!("appname {:?} is already used", g.appname))
-        })
+        res.map_err(|e| StoreError::unique(e, || appname_used(&g.appname)))
     }
 
     pub async fn update_group(&self, id: i64, g: &GroupInput, now: i64) -> StoreResult<()> {
@@ -49,9 +52,7 @@ impl Store {
         match res {
             Ok(0) => Err(StoreError::NotFound("group")),
             Ok(_) => Ok(()),
-            Err(e) => Err(StoreError::unique(e, || {
-                format!("appname {:?} is already used", g.appname)
-            })),
+            Err(e) => Err(StoreError::unique(e, || appname_used(&g.appname))),
         }
     }
 
@@ -60,9 +61,11 @@ impl Store {
         let jobs: i64 = with_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE group_id = ?")
             .bind(id).fetch_one(pool).await)?;
         if jobs > 0 {
-            return Err(StoreError::Conflict(format!(
-                "group {id} still has {jobs} job(s); delete or move them first"
-            )));
+            return Err(StoreError::Conflict(
+                Refusal::new(Reason::GroupHasJobs)
+                    .with("id", id)
+                    .with("jobs", jobs),
+            ));
         }
         let n = with_pool!(self, pool => sqlx::query("DELETE FROM executor_groups WHERE id = ?")
             .bind(id).execute(pool).await.map(Done::from))?

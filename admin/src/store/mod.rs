@@ -15,6 +15,8 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use crate::refusal::Refusal;
+
 mod audit;
 mod fires;
 mod groups;
@@ -292,7 +294,7 @@ pub enum StoreError {
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error("{0}")]
-    Conflict(String),
+    Conflict(Refusal),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
     /// A write handed to a background writer was given up (the database kept failing) or the
@@ -303,7 +305,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// Maps a unique-key violation to a conflict with a readable message.
-    pub(crate) fn unique(e: sqlx::Error, what: impl FnOnce() -> String) -> StoreError {
+    pub(crate) fn unique(e: sqlx::Error, what: impl FnOnce() -> Refusal) -> StoreError {
         match &e {
             sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(what()),
             _ => StoreError::Db(e),

@@ -2,6 +2,7 @@
 
 use super::{with_pool, Done, Store, StoreError, StoreResult};
 use crate::model::{ApiToken, User};
+use crate::refusal::{Reason, Refusal};
 
 const USER_COLS: &str =
     "id, username, password_hash, role, group_ids, must_change_password, lang, created_at, updated_at";
@@ -22,7 +23,11 @@ impl Store {
             .bind(username).bind(password_hash).bind(role).bind(group_ids)
             .bind(i64::from(must_change_password)).bind(now).bind(now)
             .execute(pool).await.map(|r| Done::from(r).insert_id()));
-        res.map_err(|e| StoreError::unique(e, || format!("user {username:?} already exists")))
+        res.map_err(|e| {
+            StoreError::unique(e, || {
+                Refusal::new(Reason::UserExists).with("value", format_args!("{username:?}"))
+            })
+        })
     }
 
     pub async fn get_user(&self, id: i64) -> StoreResult<User> {

@@ -8,6 +8,7 @@ use axum::Router;
 use chrono::{Duration, NaiveDate, TimeZone};
 use serde::{Deserialize, Serialize};
 
+use super::fields::in_range;
 use crate::api::error::{Json, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::cron::parse_tz;
@@ -87,9 +88,7 @@ async fn dashboard(
     Query(q): Query<DashQuery>,
 ) -> Result<Json<Dashboard>, ApiError> {
     let days = q.days.unwrap_or(7);
-    if !(1..=90).contains(&days) {
-        return Err(ApiError::field("days", "must be between 1 and 90"));
-    }
+    in_range("days", days, 1, 90)?;
     let scope = caller.group_scope();
     let scope = scope.as_deref();
     let tz = parse_tz(&st.settings.timezone).map_err(ApiError::bad_request)?;

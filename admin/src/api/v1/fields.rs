@@ -2,16 +2,28 @@
 //! before a value the database column could not hold reaches the store.
 
 use crate::api::ApiError;
+use crate::refusal::{Reason, Refusal};
 
 /// Bytes a TEXT column holds on MySQL.
 const MAX_TEXT_BYTES: usize = 65_535;
+
+/// A name or title: 1 to `max_chars` characters, after trimming.
+pub fn check_name(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
+    if v.is_empty() || v.chars().count() > max_chars {
+        return Err(ApiError::field(
+            field,
+            Refusal::new(Reason::Chars).with("max", max_chars),
+        ));
+    }
+    Ok(())
+}
 
 /// Refuses what the database column could not store (MySQL would fail the write).
 pub fn check_len(field: &str, v: &str, max_chars: usize) -> Result<(), ApiError> {
     if v.chars().count() > max_chars {
         return Err(ApiError::field(
             field,
-            format!("must be at most {max_chars} characters"),
+            Refusal::new(Reason::AtMostChars).with("max", max_chars),
         ));
     }
     Ok(())
@@ -22,7 +34,9 @@ pub fn check_text(field: &str, v: &str) -> Result<(), ApiError> {
     if v.len() > MAX_TEXT_BYTES {
         return Err(ApiError::field(
             field,
-            format!("must be at most {MAX_TEXT_BYTES} bytes, got {}", v.len()),
+            Refusal::new(Reason::AtMostBytes)
+                .with("max", MAX_TEXT_BYTES)
+                .with("got", v.len()),
         ));
     }
     Ok(())
@@ -35,7 +49,10 @@ pub fn in_range(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ApiError> 
     } else {
         Err(ApiError::field(
             field,
-            format!("must be between {lo} and {hi}, got {v}"),
+            Refusal::new(Reason::Between)
+                .with("lo", lo)
+                .with("hi", hi)
+                .with("got", v),
         ))
     }
 }
@@ -46,7 +63,7 @@ pub fn check_executor_address(a: &str) -> Result<(), ApiError> {
     if !shardline_executor::protocol::is_http_address(a) {
         return Err(ApiError::field(
             "addresses",
-            format!("{a:?} is not an http(s) URL"),
+            Refusal::new(Reason::NotUrl).with("value", format_args!("{a:?}")),
         ));
     }
     check_len(

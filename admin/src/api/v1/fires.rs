@@ -13,6 +13,7 @@ use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, FireState, Run, RunState};
+use crate::refusal::{Reason, Refusal};
 use crate::store::{ClearCut, HistoryFilter};
 
 pub fn routes() -> Router<AppState> {
@@ -49,7 +50,7 @@ impl HistoryQuery {
     fn filter<S>(
         self,
         caller: &Caller,
-        parse_state: fn(&str) -> Result<S, String>,
+        parse_state: fn(&str) -> Result<S, Refusal>,
     ) -> Result<HistoryFilter, ApiError> {
         let state = self.state.filter(|s| !s.is_empty());
         if let Some(s) = &state {
@@ -116,16 +117,20 @@ async fn clear_fires(
             ClearCut::CreatedBefore(now_ms().saturating_sub(d.saturating_mul(DAY_MS)))
         }
         (Some(_), None, false) => {
-            return Err(ApiError::field("older_than_days", "must be at least 1"))
-        }
-        (None, Some(n), false) if n >= 1 => ClearCut::KeepNewest(n),
-        (None, Some(_), false) => return Err(ApiError::field("keep_newest", "must be at least 1")),
-        (None, None, true) => ClearCut::All,
-        _ => {
-            return Err(ApiError::bad_request(
-                "give exactly one of older_than_days, keep_newest and all: true",
+            return Err(ApiError::field(
+                "older_than_days",
+                Refusal::new(Reason::AtLeast).with("min", 1),
             ))
         }
+        (None, Some(n), false) if n >= 1 => ClearCut::KeepNewest(n),
+        (None, Some(_), false) => {
+            return Err(ApiError::field(
+                "keep_newest",
+                Refusal::new(Reason::AtLeast).with("min", 1),
+            ))
+        }
+        (None, None, true) => ClearCut::All,
+        _ => return Err(ApiError::bad_request(Reason::OneClearCut)),
     };
     let mut group = req.group_id;
     if let Some(job_id) = req.job_id {
@@ -133,7 +138,9 @@ async fn clear_fires(
         if group.is_some_and(|g| g != job.group_id) {
             return Err(ApiError::field(
                 "job_id",
-                format!("job {job_id} is not in group {}", group.unwrap_or_default()),
+                Refusal::new(Reason::JobNotInGroup)
+                    .with("job", job_id)
+                    .with("group", group.unwrap_or_default()),
             ));
         }
         group = Some(job.group_id);
@@ -307,9 +314,7 @@ async fn retry_fire(
         .cloned()
         .collect();
     if current.is_empty() {
-        return Err(ApiError::conflict(
-            "no failed item to retry: every item succeeded or is still running",
-        ));
+        return Err(ApiError::conflict(Reason::NothingToRetry));
     }
     let items = current.iter().map(|r| r.shard_index).collect();
     let run_ids = st.dispatcher.redispatch(&fire, &current).await?;
@@ -380,14 +385,12 @@ async fn run_log(
     let run = load_run(&st, &caller, id).await?;
     let from = q.from_line.unwrap_or(1).max(1);
     if run.executor_address.is_empty() {
-        return Err(ApiError::conflict(
-            "this run was never sent to an executor, so it has no log",
-        ));
+        return Err(ApiError::conflict(Reason::NeverSent));
     }
     let log = st.dispatcher.read_log(&run, from).await.map_err(|e| {
         ApiError::new(
             axum::http::StatusCode::BAD_GATEWAY,
-            format!("cannot read the log from the executor: {e}"),
+            Refusal::new(Reason::LogUnreadable).with("detail", e),
         )
     })?;
     let finished = RunState::parse(&run.state).is_ok_and(RunState::is_final);
@@ -423,10 +426,11 @@ async fn kill_run(
 ) -> Result<Json<KillAnswer>, ApiError> {
     let run = load_run(&st, &caller, id).await?;
     if RunState::parse(&run.state).is_ok_and(RunState::is_final) {
-        return Err(ApiError::conflict(format!(
-            "run {id} already finished ({})",
-            run.state
-        )));
+        return Err(ApiError::conflict(
+            Refusal::new(Reason::AlreadyFinished)
+                .with("id", id)
+                .with("state", &run.state),
+        ));
     }
     let message = match st.dispatcher.kill(&run).await {
         Ok(m) => m,

@@ -5,10 +5,11 @@ use axum::routing::get;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
-use super::fields::{check_executor_address, check_len};
+use super::fields::{check_executor_address, check_len, check_name};
 use crate::api::error::{Json, Path};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, AddressType, Group};
+use crate::refusal::Reason;
 use crate::store::GroupInput;
 
 pub fn routes() -> Router<AppState> {
@@ -84,24 +85,19 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
     let appname = body
         .appname
         .or_else(|| current.map(|g| g.appname.clone()))
-        .ok_or_else(|| ApiError::field("appname", "is required"))?
+        .ok_or_else(|| ApiError::field("appname", Reason::Required))?
         .trim()
         .to_string();
-    let max = shardline_executor::protocol::MAX_APPNAME_CHARS;
-    if appname.is_empty() || appname.chars().count() > max {
-        return Err(ApiError::field(
-            "appname",
-            format!("must be 1 to {max} characters"),
-        ));
-    }
+    check_name(
+        "appname",
+        &appname,
+        shardline_executor::protocol::MAX_APPNAME_CHARS,
+    )?;
     if !appname
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        return Err(ApiError::field(
-            "appname",
-            "may contain only letters, digits, '-', '_' and '.'",
-        ));
+        return Err(ApiError::field("appname", Reason::AppnameChars));
     }
     let title = body
         .title
@@ -109,9 +105,7 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         .unwrap_or_else(|| appname.clone())
         .trim()
         .to_string();
-    if title.is_empty() || title.chars().count() > 128 {
-        return Err(ApiError::field("title", "must be 1 to 128 characters"));
-    }
+    check_name("title", &title, 128)?;
     let address_type = body
         .address_type
         .or_else(|| current.map(|g| g.address_type.clone()))
@@ -125,20 +119,14 @@ fn validate(body: GroupBody, current: Option<&Group>) -> Result<GroupInput, ApiE
         check_executor_address(a)?;
     }
     if address_type == "MANUAL" && addresses.is_empty() {
-        return Err(ApiError::field(
-            "addresses",
-            "a MANUAL group needs at least one address",
-        ));
+        return Err(ApiError::field("addresses", Reason::ManualNeedsAddress));
     }
     let generation = body
         .generation
         .or_else(|| current.map(|g| g.generation.clone()))
         .unwrap_or_else(|| "CLASSIC".into());
     if generation != "CLASSIC" && generation != "V35" {
-        return Err(ApiError::field(
-            "generation",
-            "must be CLASSIC (XXL-JOB ≤ 3.4, /run) or V35 (/trigger)",
-        ));
+        return Err(ApiError::field("generation", Reason::Generation));
     }
     let access_token = body
         .access_token

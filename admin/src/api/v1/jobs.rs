@@ -8,11 +8,12 @@ use axum::Router;
 use serde::{Deserialize, Serialize, Serializer};
 use shardline_executor::protocol::{BlockStrategy, GlueType};
 
-use super::fields::{check_executor_address, check_len, check_text, in_range};
+use super::fields::{check_executor_address, check_len, check_name, check_text, in_range};
 use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Checkpoint, Job, MisfireStrategy, ShardingMode, TriggerType};
+use crate::refusal::{Reason, Refusal};
 use crate::route::RouteStrategy;
 use crate::schedule::Schedule;
 use crate::sharding::{self, ItemParams};
@@ -96,7 +97,10 @@ impl IdList {
                 .filter(|p| !p.is_empty())
                 .map(|p| {
                     p.parse::<i64>().map_err(|_| {
-                        ApiError::field("child_job_ids", format!("{p:?} is not a job id"))
+                        ApiError::field(
+                            "child_job_ids",
+                            Refusal::new(Reason::NotJobId).with("value", format_args!("{p:?}")),
+                        )
                     })
                 })
                 .collect(),
@@ -185,20 +189,18 @@ async fn merge_and_validate(
 
     // Ownership: the group exists and the caller may use it.
     if j.group_id <= 0 {
-        return Err(ApiError::field("group_id", "is required"));
+        return Err(ApiError::field("group_id", Reason::Required));
     }
     if st.store.get_group(j.group_id).await.is_err() {
         return Err(ApiError::field(
             "group_id",
-            format!("group {} does not exist", j.group_id),
+            Refusal::new(Reason::NoSuchGroup).with("id", j.group_id),
         ));
     }
     caller.require_group(j.group_id)?;
 
     j.name = j.name.trim().to_string();
-    if j.name.is_empty() || j.name.chars().count() > 255 {
-        return Err(ApiError::field("name", "must be 1 to 255 characters"));
-    }
+    check_name("name", &j.name, 255)?;
     check_text("description", &j.description)?;
     check_text("params", &j.params)?;
     check_text("alarm_targets", &j.alarm_targets)?;
@@ -211,7 +213,7 @@ async fn merge_and_validate(
     // Checked for every schedule type: the zone is kept and used once the type becomes CRON.
     j.timezone = j.timezone.trim().to_string();
     if !j.timezone.is_empty() {
-        crate::cron::parse_tz(&j.timezone).map_err(|m| ApiError::field("timezone", m))?;
+        crate::cron::parse_tz(&j.timezone).map_err(|r| ApiError::field("timezone", r))?;
     }
     let schedule = Schedule::parse(
         &j.schedule_type,
@@ -219,17 +221,15 @@ async fn merge_and_validate(
         &j.timezone,
         &st.settings.timezone,
     )
-    .map_err(|e| ApiError::field(e.field, e.message))?;
+    .map_err(|e| ApiError::field(e.field, e.refusal))?;
     if matches!(schedule, Schedule::None) {
         j.schedule_conf.clear();
     }
     RouteStrategy::parse(&j.route_strategy)
-        .map_err(|e| ApiError::field("route_strategy", e.to_string()))?;
+        .map_err(|e| ApiError::field("route_strategy", Refusal::from(e)))?;
     BlockStrategy::parse(&j.block_strategy).ok_or_else(|| {
-        ApiError::field(
-            "block_strategy",
-            "must be SERIAL_EXECUTION, DISCARD_LATER or COVER_EARLY",
-        )
+        let names: Vec<&str> = BlockStrategy::ALL.iter().map(|b| b.as_str()).collect();
+        ApiError::field("block_strategy", Refusal::one_of(&j.block_strategy, &names))
     })?;
     MisfireStrategy::parse(&j.misfire_strategy)
         .map_err(|e| ApiError::field("misfire_strategy", e))?;
@@ -243,51 +243,42 @@ async fn merge_and_validate(
 
     // Stored by its canonical name (aliases and case are accepted), in every mode.
     j.sharding_strategy = sharding::parse_strategy(&j.sharding_strategy)
-        .map_err(|e| ApiError::field("sharding_strategy", e.to_string()))?
+        .map_err(|e| ApiError::field("sharding_strategy", Refusal::from(e)))?
         .name()
         .to_string();
     match mode {
         ShardingMode::Items => {
             let n = in_range("sharding_total", j.sharding_total, 1, 100_000)?;
             ItemParams::parse(&j.item_params, n as u32)
-                .map_err(|e| ApiError::field("item_params", e.to_string()))?;
+                .map_err(|e| ApiError::field("item_params", Refusal::from(e)))?;
         }
         _ => {
             if !j.item_params.trim().is_empty() {
-                return Err(ApiError::field(
-                    "item_params",
-                    "item parameters need sharding_mode ITEMS",
-                ));
+                return Err(ApiError::field("item_params", Reason::ItemParamsNeedItems));
             }
             j.sharding_total = in_range("sharding_total", j.sharding_total, 1, 100_000)?;
         }
     }
 
     let glue = GlueType::parse(&j.glue_type).ok_or_else(|| {
-        ApiError::field(
-            "glue_type",
-            "must be BEAN, GLUE_SHELL, GLUE_PYTHON, GLUE_PYTHON2, GLUE_NODEJS, GLUE_POWERSHELL or GLUE_PHP",
-        )
+        // GLUE_GROOVY is a glue type, but not one to offer (below).
+        let names: Vec<&str> = GlueType::ALL
+            .iter()
+            .filter(|g| **g != GlueType::GlueGroovy)
+            .map(|g| g.as_str())
+            .collect();
+        ApiError::field("glue_type", Refusal::one_of(&j.glue_type, &names))
     })?;
     if glue == GlueType::GlueGroovy {
-        return Err(ApiError::field(
-            "glue_type",
-            "GLUE_GROOVY (Java source) cannot run on Shardline executors",
-        ));
+        return Err(ApiError::field("glue_type", Reason::GroovyUnsupported));
     }
     if glue == GlueType::Bean {
         j.handler = j.handler.trim().to_string();
         if j.handler.is_empty() {
-            return Err(ApiError::field(
-                "handler",
-                "a BEAN job needs a handler name",
-            ));
+            return Err(ApiError::field("handler", Reason::HandlerNeeded));
         }
     } else if j.glue_source.trim().is_empty() {
-        return Err(ApiError::field(
-            "glue_source",
-            "a script job needs its source",
-        ));
+        return Err(ApiError::field("glue_source", Reason::SourceNeeded));
     }
     check_len("handler", &j.handler, 255)?;
     if glue == GlueType::GlueShell {
@@ -302,15 +293,12 @@ async fn merge_and_validate(
         ids.retain(|id| seen.insert(*id));
         for id in &ids {
             if *id == j.id {
-                return Err(ApiError::field(
-                    "child_job_ids",
-                    "a job cannot be its own child",
-                ));
+                return Err(ApiError::field("child_job_ids", Reason::OwnChild));
             }
             let Ok(child) = st.store.get_job(*id).await else {
                 return Err(ApiError::field(
                     "child_job_ids",
-                    format!("job {id} does not exist"),
+                    Refusal::new(Reason::NoSuchJob).with("id", id),
                 ));
             };
             // A child fires on the parent's behalf: the caller must be allowed to fire it.
@@ -325,10 +313,12 @@ async fn merge_and_validate(
         let cps = st.store.checkpoints(j.id).await?;
         if !cps.is_empty() {
             if body.reset_checkpoints != Some(true) {
-                return Err(ApiError::conflict(format!(
-                    "sharding_total: changing it from {} to {} changes MOD(id, N) routing and invalidates the job's {} checkpoint(s); send \"reset_checkpoints\": true to change it and clear them",
-                    base.sharding_total, j.sharding_total, cps.len()
-                )));
+                return Err(ApiError::conflict(
+                    Refusal::new(Reason::TotalChangesRouting)
+                        .with("from", base.sharding_total)
+                        .with("to", j.sharding_total)
+                        .with("n", cps.len()),
+                ));
             }
             st.store.clear_checkpoints(j.id).await?;
         }
@@ -336,10 +326,7 @@ async fn merge_and_validate(
 
     if j.enabled != 0 {
         if matches!(schedule, Schedule::None) {
-            return Err(ApiError::field(
-                "enabled",
-                "a NONE job never fires by itself; trigger it instead",
-            ));
+            return Err(ApiError::field("enabled", Reason::NeverFires));
         }
         let schedule_changed = j.schedule_type != base.schedule_type
             || j.schedule_conf != base.schedule_conf
@@ -350,10 +337,7 @@ async fn merge_and_validate(
         }
         if j.next_fire_at.is_none() {
             // Enabled with nothing planned would look scheduled and never run; start() refuses it too.
-            return Err(ApiError::field(
-                "schedule_conf",
-                "this schedule never fires again",
-            ));
+            return Err(ApiError::field("schedule_conf", Reason::NeverFiresAgain));
         }
     } else {
         j.next_fire_at = None;
@@ -492,15 +476,13 @@ async fn start(
 ) -> Result<Json<JobView>, ApiError> {
     let job = load(&st, &caller, id).await?;
     let schedule = Schedule::of_job(&job, &st.settings.timezone)
-        .map_err(|e| ApiError::field(e.field, e.message))?;
+        .map_err(|e| ApiError::field(e.field, e.refusal))?;
     if matches!(schedule, Schedule::None) {
-        return Err(ApiError::bad_request(
-            "a NONE job never fires by itself; trigger it instead",
-        ));
+        return Err(ApiError::bad_request(Reason::NeverFires));
     }
     let next = schedule.first_after(now_ms());
     if next.is_none() {
-        return Err(ApiError::bad_request("this schedule never fires again"));
+        return Err(ApiError::bad_request(Reason::NeverFiresAgain));
     }
     cancel_unsent(&st, id).await?;
     st.store.set_job_enabled(id, true, next, now_ms()).await?;
@@ -574,10 +556,7 @@ async fn trigger(
             .filter(|a| !a.is_empty())
             .collect();
         if addrs.is_empty() {
-            return Err(ApiError::field(
-                "addresses",
-                "must name at least one executor when given",
-            ));
+            return Err(ApiError::field("addresses", Reason::NoAddressGiven));
         }
         for a in &addrs {
             check_executor_address(a)?;
@@ -589,20 +568,22 @@ async fn trigger(
         if !(1..=100_000).contains(&s.total) {
             return Err(ApiError::field(
                 "shard",
-                format!("total must be between 1 and 100000, got {}", s.total),
+                Refusal::new(Reason::ShardTotal).with("got", s.total),
             ));
         }
         if s.index < 0 || s.index >= s.total {
             return Err(ApiError::field(
                 "shard",
-                format!("index {} must be in 0..{}", s.index, s.total),
+                Refusal::new(Reason::ShardIndex)
+                    .with("index", s.index)
+                    .with("total", s.total),
             ));
         }
         req.shard = Some((s.index, s.total));
     }
     match st.dispatcher.fire(&job, req).await? {
         FireOutcome::Fired { fire_id, run_ids } => Ok(Json(TriggerAnswer { fire_id, run_ids })),
-        FireOutcome::AlreadyFired => Err(ApiError::conflict("this fire already exists")),
+        FireOutcome::AlreadyFired => Err(ApiError::conflict(Reason::FireExists)),
     }
 }
 
@@ -655,9 +636,7 @@ async fn assignment(
 ) -> Result<Json<AssignmentView>, ApiError> {
     let job = load(&st, &caller, id).await?;
     if job.sharding_mode != ShardingMode::Items.as_str() {
-        return Err(ApiError::bad_request(
-            "only ITEMS jobs have an item assignment",
-        ));
+        return Err(ApiError::bad_request(Reason::OnlyItemsAssigned));
     }
     let group = st.store.get_group(job.group_id).await?;
     let live = super::groups::live_executors(&st, &group).await?;
@@ -670,10 +649,10 @@ async fn assignment(
         })
         .collect();
     let n = job.sharding_total.max(1) as u32;
-    let params =
-        ItemParams::parse(&job.item_params, n).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let params = ItemParams::parse(&job.item_params, n)
+        .map_err(|e| ApiError::bad_request(Refusal::from(e)))?;
     let strategy = sharding::parse_strategy(&job.sharding_strategy)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        .map_err(|e| ApiError::bad_request(Refusal::from(e)))?;
     let a = strategy.assign(&execs, &job.name, n, &params);
     Ok(Json(AssignmentView {
         strategy: strategy.name().to_string(),
@@ -702,7 +681,7 @@ async fn next_fires(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let job = load(&st, &caller, id).await?;
     let schedule = Schedule::of_job(&job, &st.settings.timezone)
-        .map_err(|e| ApiError::field(e.field, e.message))?;
+        .map_err(|e| ApiError::field(e.field, e.refusal))?;
     let times = schedule.preview(now_ms(), q.count.unwrap_or(5).clamp(1, 100));
     Ok(Json(serde_json::json!({ "times": times })))
 }

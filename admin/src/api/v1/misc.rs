@@ -7,10 +7,12 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::fields::in_range;
 use crate::api::error::{Json, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::cron::{parse_tz, schedule_warnings, CronExpr, Lang};
 use crate::model::{now_ms, AdminNode};
+use crate::refusal::{Reason, Refusal};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -36,20 +38,21 @@ async fn cron_next(
     Query(q): Query<CronQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let expr =
-        CronExpr::parse(q.expr.trim()).map_err(|e| ApiError::field("expr", e.to_string()))?;
+        CronExpr::parse(q.expr.trim()).map_err(|e| ApiError::field("expr", Refusal::from(e)))?;
     let zone =
         q.tz.as_deref()
             .filter(|z| !z.trim().is_empty())
             .unwrap_or(&st.settings.timezone);
     let tz = parse_tz(zone.trim()).map_err(|m| ApiError::field("tz", m))?;
     let count = q.count.unwrap_or(5);
-    if !(1..=100).contains(&count) {
-        return Err(ApiError::field("count", "must be between 1 and 100"));
-    }
+    in_range("count", i64::try_from(count).unwrap_or(i64::MAX), 1, 100)?;
     let lang = match q.lang.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
         None => Lang::En,
         Some(tag) => Lang::parse(tag).ok_or_else(|| {
-            ApiError::field("lang", format!("unknown language '{tag}': use en or zh"))
+            ApiError::field(
+                "lang",
+                Refusal::new(Reason::UnknownLanguage).with("value", tag),
+            )
         })?,
     };
     let after = q.after.unwrap_or_else(now_ms);
@@ -205,7 +208,9 @@ pub fn openapi() -> Value {
             "responses": {"Error": {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
             "schemas": {
                 "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {
-                    "status": {"type": "integer"}, "message": {"type": "string"}, "field": {"type": "string"}}}}},
+                    "status": {"type": "integer"}, "message": {"type": "string"}, "field": {"type": "string"},
+                    "code": {"type": "string", "description": "the refusal's kind, when it has one (see admin/src/refusal.rs)"},
+                    "params": {"type": "object", "additionalProperties": {"type": "string"}, "description": "the values in the message, by name"}}}}},
                 "Page": {"type": "object", "properties": {"items": {"type": "array", "items": {}}, "total": {"type": "integer"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}}},
                 "Times": {"type": "object", "properties": {"times": {"type": "array", "items": {"type": "integer", "description": "epoch ms"}}}},
                 "RunState": {"type": "string", "enum": ["triggering", "running", "succeeded", "failed", "timed_out", "killed", "lost"]},

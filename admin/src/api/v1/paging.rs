@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::api::ApiError;
+use crate::refusal::{Reason, Refusal};
 
 /// Rows per page when a list request names none.
 const DEFAULT_PAGE: i64 = 50;
@@ -14,11 +15,17 @@ const DEFAULT_PAGE: i64 = 50;
 /// reporting the size it gives, so a client pages on.
 pub fn requested_page(offset: i64, limit: Option<i64>) -> Result<(i64, i64), ApiError> {
     if offset < 0 {
-        return Err(ApiError::field("offset", "must be 0 or more"));
+        return Err(ApiError::field(
+            "offset",
+            Refusal::new(Reason::AtLeast).with("min", 0),
+        ));
     }
     let limit = limit.unwrap_or(DEFAULT_PAGE);
     if limit < 1 {
-        return Err(ApiError::field("limit", "must be 1 or more"));
+        return Err(ApiError::field(
+            "limit",
+            Refusal::new(Reason::AtLeast).with("min", 1),
+        ));
     }
     Ok((offset, crate::store::page_limit(limit)))
 }

@@ -7,11 +7,13 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+use super::fields::check_name;
 use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::auth;
 use crate::model::{now_ms, ApiToken, AuditEntry, Role, User};
+use crate::refusal::{Reason, Refusal};
 use crate::store::{AuditFilter, StoreError};
 
 pub fn routes() -> Router<AppState> {
@@ -80,10 +82,7 @@ fn check_username(name: &str) -> Result<(), ApiError> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
     {
-        return Err(ApiError::field(
-            "username",
-            "must be 1 to 64 letters, digits or '-_.@'",
-        ));
+        return Err(ApiError::field("username", Reason::Username));
     }
     Ok(())
 }
@@ -102,7 +101,7 @@ async fn group_list(st: &AppState, ids: &[i64]) -> Result<String, ApiError> {
         if matches!(st.store.get_group(*id).await, Err(StoreError::NotFound(_))) {
             return Err(ApiError::field(
                 "group_ids",
-                format!("group {id} does not exist"),
+                Refusal::new(Reason::NoSuchGroup).with("id", id),
             ));
         }
         unique.push(*id);
@@ -110,7 +109,7 @@ async fn group_list(st: &AppState, ids: &[i64]) -> Result<String, ApiError> {
     let joined = join_ids(&unique);
     // The column holds 1024 characters.
     if joined.len() > 1024 {
-        return Err(ApiError::field("group_ids", "too many groups"));
+        return Err(ApiError::field("group_ids", Reason::TooManyGroups));
     }
     Ok(joined)
 }
@@ -148,7 +147,7 @@ async fn create_user(
     check_username(&username)?;
     let password = body
         .password
-        .ok_or_else(|| ApiError::field("password", "is required"))?;
+        .ok_or_else(|| ApiError::field("password", Reason::Required))?;
     auth::check_password_strength(&password).map_err(|m| ApiError::field("password", m))?;
     let role = body.role.unwrap_or_else(|| "USER".into());
     Role::parse(&role).map_err(|e| ApiError::field("role", e))?;
@@ -176,21 +175,18 @@ async fn update_user(
         .as_deref()
         .is_some_and(|u| u != current.username)
     {
-        return Err(ApiError::field("username", "cannot be changed"));
+        return Err(ApiError::field("username", Reason::Unchangeable));
     }
     if body.password.is_some() {
         return Err(ApiError::field(
             "password",
-            "use POST /api/v1/users/{id}/password",
+            Refusal::new(Reason::PasswordEndpoint).with("id", id),
         ));
     }
     let role = body.role.unwrap_or(current.role.clone());
     Role::parse(&role).map_err(|e| ApiError::field("role", e))?;
     if current.id == caller.user.id && role != Role::Admin.as_str() {
-        return Err(ApiError::field(
-            "role",
-            "you cannot remove your own ADMIN role",
-        ));
+        return Err(ApiError::field("role", Reason::OwnAdminRole));
     }
     let groups = match body.group_ids {
         Some(g) => group_list(&st, &g).await?,
@@ -209,7 +205,7 @@ async fn delete_user(
 ) -> Result<StatusCode, ApiError> {
     caller.require_admin()?;
     if id == caller.user.id {
-        return Err(ApiError::bad_request("you cannot delete yourself"));
+        return Err(ApiError::bad_request(Reason::DeleteSelf));
     }
     st.store.delete_user(id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -268,9 +264,7 @@ async fn create_token(
     Json(body): Json<TokenBody>,
 ) -> Result<(StatusCode, Json<NewToken>), ApiError> {
     let name = body.name.trim();
-    if name.is_empty() || name.len() > 128 {
-        return Err(ApiError::field("name", "must be 1 to 128 characters"));
-    }
+    check_name("name", name, 128)?;
     let user_id = match body.user_id {
         Some(u) if u != caller.user.id => {
             caller.require_admin()?;
