@@ -740,7 +740,7 @@ zh: {
   'api.not_found': '未找到（{what}）',
   'api.unknown_time_zone': '未知的时区 \'{value}\'',
   'api.unknown_language': '未知的语言 \'{value}\'：请用 en 或 zh',
-  'api.cron': 'Cron 表达式有误（位置 {pos}）：{detail}',
+  'api.cron': '{detail}（位置 {pos}）',
   'api.whole_seconds': '{type} 需要整数秒，实际 {value}',
   'api.seconds_range': '{type} 的秒数须在 1 到 31536000 之间，实际 {got}',
   'api.never_fires': 'NONE 类型的任务不会自行调度，请手动执行',

@@ -577,7 +577,13 @@ async fn operator_walkthrough_in_chromium() {
     s.find("#job-next").await;
     // The cron helper speaks the console's language, and so does a fire's coverage.
     s.wait_text("#cron-desc", "每天 02:00:00").await;
-    // So is a refused field: its label, and the refusal's text by its code.
+    // So is a refused field: its label, and the refusal's text by its code (a cron expression's
+    // detail is Quartz's own English, its position in the console's words).
+    s.fill("#f-schedule_conf", "0 0 25 * * ?").await;
+    let err = s.wait_text("#cron-error", "Cron 表达式 / 秒数: ").await;
+    assert!(err.contains("（位置 "), "{err}");
+    s.fill("#f-schedule_conf", "0 0 2 * * ?").await;
+    s.wait_text("#cron-desc", "每天 02:00:00").await;
     s.fill("#f-timezone", "Mars/Olympus").await;
     s.click("#job-save").await;
     s.wait_text("#flash", "时区: 未知的时区 'Mars/Olympus'")
