@@ -776,5 +776,6 @@ zh: {
   'api.group_has_jobs': '执行器 {id} 下还有 {jobs} 个任务；请先删除或移走它们',
   'api.manual_needs_address': '手动录入的执行器至少需要一个地址',
   'api.admin_only': '需要管理员角色',
+  'api.no_group_permission': '没有执行器 {id} 的权限',
 },
 };

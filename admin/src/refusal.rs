@@ -80,6 +80,7 @@ reasons! {
     GroupHasJobs "group_has_jobs" => "group {id} still has {jobs} job(s); delete or move them first",
     ManualNeedsAddress "manual_needs_address" => "a MANUAL group needs at least one address",
     AdminOnly "admin_only" => "this needs the ADMIN role",
+    NoGroupPermission "no_group_permission" => "no permission on group {id}",
 }
 
 /// A reason with its values; its `Display` is the English text.

@@ -438,6 +438,12 @@ async fn api_with_cookie_needs_csrf_for_changes() {
             )
             .await;
         assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        // Refused as the API refuses an unknown language, with the code the console translates.
+        let body = r.json();
+        let err = &body["error"];
+        assert_eq!(err["field"], "lang", "{err}");
+        assert_eq!(err["code"], "unknown_language", "{err}");
+        assert_eq!(err["params"]["value"], "klingon", "{err}");
         let r = b
             .send(
                 b.http

@@ -75,9 +75,10 @@ impl Caller {
         if self.user.can_access_group(group_id) {
             Ok(())
         } else {
-            Err(ApiError::forbidden(format!(
-                "no permission on group {group_id}"
-            )))
+            Err(ApiError::forbidden(
+                crate::refusal::Refusal::new(crate::refusal::Reason::NoGroupPermission)
+                    .with("id", group_id),
+            ))
         }
     }
 

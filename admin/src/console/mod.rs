@@ -581,7 +581,8 @@ async fn set_lang(
         other => {
             return Err(ApiError::field(
                 "lang",
-                format!("{other:?} is not a console language (en, zh)"),
+                crate::refusal::Refusal::new(crate::refusal::Reason::UnknownLanguage)
+                    .with("value", other),
             ))
         }
     };
