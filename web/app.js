@@ -332,7 +332,7 @@
 
   // Marks the field an API error is about and returns the message to show.
   function showFieldError(form, err) {
-    form.querySelectorAll('.field.invalid').forEach((f) => f.classList.remove('invalid'));
+    form.querySelectorAll('.invalid').forEach((f) => f.classList.remove('invalid'));
     const f = err.field ? form.querySelector('#field-' + err.field) : null;
     if (!f) return err.message;
     f.classList.add('invalid');
@@ -1246,8 +1246,11 @@
       return;
     }
     const [users, list] = await Promise.all([get('/users'), groups(true)]);
-    const groupChecks = (selected) => h('div', { class: 'checks' }, list.length ? list.map((g) => h('label', { class: 'check' },
-      h('input', { type: 'checkbox', value: g.id, class: 'group-check', checked: selected.includes(g.id) }), ' ', g.title + ' (' + g.appname + ')')) : t('user.noGroups'));
+    // The user's groups, a field as the others are: a refused group_ids is marked and named by
+    // the legend.
+    const groupChecks = (selected) => h('fieldset', { id: 'field-group_ids' }, h('legend', { class: 'label' }, t('user.groups')),
+      h('div', { class: 'checks' }, list.length ? list.map((g) => h('label', { class: 'check' },
+        h('input', { type: 'checkbox', value: g.id, class: 'group-check', checked: selected.includes(g.id) }), ' ', g.title + ' (' + g.appname + ')')) : t('user.noGroups')));
     const pickedGroups = (box) => [...box.querySelectorAll('.group-check')].filter((c) => c.checked).map((c) => Number(c.value));
     const create = async () => {
       const name = input('username', '', { required: true, maxlength: 64, autocomplete: 'off' });
@@ -1255,7 +1258,7 @@
       const role = select('role', [['USER', t('role.USER')], ['ADMIN', t('role.ADMIN')]], 'USER');
       const checks = groupChecks([]);
       const u = await dialog(t('user.new'), h('div', null, field(t('user.username'), name, null, 'username'),
-        field(t('user.password'), pw, t('user.passwordHint'), 'password'), field(t('user.role'), role, null, 'role'), h('fieldset', null, h('legend', null, t('user.groups')), checks)), t('common.create'),
+        field(t('user.password'), pw, t('user.passwordHint'), 'password'), field(t('user.role'), role, null, 'role'), checks), t('common.create'),
       () => post('/users', { username: name.value.trim(), password: pw.value, role: role.value, group_ids: pickedGroups(checks) }));
       if (u) {
         flash(t('common.saved'));
@@ -1266,8 +1269,7 @@
       const role = select('role', [['USER', t('role.USER')], ['ADMIN', t('role.ADMIN')]], u.role);
       const ids = u.group_ids.split(',').filter(Boolean).map(Number);
       const checks = groupChecks(ids);
-      const ok = await dialog(t('user.edit', { name: u.username }), h('div', null, field(t('user.role'), role, null, 'role'),
-        h('fieldset', null, h('legend', null, t('user.groups')), checks)), t('common.save'),
+      const ok = await dialog(t('user.edit', { name: u.username }), h('div', null, field(t('user.role'), role, null, 'role'), checks), t('common.save'),
       () => put('/users/' + u.id, { role: role.value, group_ids: pickedGroups(checks) }));
       if (ok) {
         flash(t('common.saved'));

@@ -557,6 +557,33 @@ async fn operator_walkthrough_in_chromium() {
     .await;
     s.find("#field-username.invalid").await;
     s.click("#dialog-cancel").await;
+    // A group deleted while the dialog is open: the API refuses `group_ids`, and the dialog names
+    // the groups by their legend and marks them.
+    let doomed = admin
+        .post("/groups", json!({"appname": "doomed", "title": "Doomed"}))
+        .await["id"]
+        .as_i64()
+        .unwrap();
+    s.goto("/console/#/tokens").await;
+    s.page("tokens").await;
+    s.goto("/console/#/users").await;
+    s.page("users").await;
+    s.click("#new-user").await;
+    s.fill("#f-username", "gina").await;
+    s.fill("#f-password", "long-enough-1").await;
+    s.click(&format!(".group-check[value='{doomed}']")).await;
+    let (status, body) = admin
+        .call(reqwest::Method::DELETE, &format!("/groups/{doomed}"), None)
+        .await;
+    assert_eq!(status, 204, "{body}");
+    s.click("#dialog-ok").await;
+    s.wait_text(
+        ".dialog .form-error",
+        &format!("Groups: group {doomed} does not exist"),
+    )
+    .await;
+    s.find("#field-group_ids.invalid").await;
+    s.click("#dialog-cancel").await;
     s.goto("/console/#/tokens").await;
     s.page("tokens").await;
     s.click("#new-token").await;
