@@ -633,6 +633,9 @@ async fn operator_walkthrough_in_chromium() {
     )
     .await;
     s.click("#dialog-cancel").await;
+    // A job that is not there: the 404 says what was not found.
+    s.goto("/console/#/jobs/999999").await;
+    s.wait_text(".notice.error", "未找到。 任务不存在").await;
     s.choose("#lang-select", "en").await;
     s.wait_text("#nav-jobs", "Jobs").await;
 

@@ -4,6 +4,7 @@ mod common;
 
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
+use shardline_admin::refusal::Reason;
 use shardline_admin::store::{
     Beat, CallbackOutcome, ClearCut, FireRuns, GroupInput, HistoryFilter, JobFilter, JobPlan,
     NewRun, OpenRunsCursor, PlannedFire, Replacing, RunUpdate, Store, StoreError,
@@ -156,7 +157,7 @@ async fn groups_and_registry() {
         assert_eq!(s.get_group(id).await.unwrap().appname, "app-a");
         assert!(matches!(
             s.get_group(999).await,
-            Err(StoreError::NotFound("group"))
+            Err(StoreError::NotFound(Reason::GroupNotFound))
         ));
 
         // Heartbeats: upsert refreshes, order is by address, eviction by age.
@@ -328,11 +329,11 @@ async fn jobs_crud_and_filters() {
         s.delete_job(a).await.unwrap();
         assert!(matches!(
             s.get_job(a).await,
-            Err(StoreError::NotFound("job"))
+            Err(StoreError::NotFound(Reason::JobNotFound))
         ));
         assert!(matches!(
             s.delete_job(a).await,
-            Err(StoreError::NotFound("job"))
+            Err(StoreError::NotFound(Reason::JobNotFound))
         ));
     })
     .await;

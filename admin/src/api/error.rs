@@ -85,12 +85,9 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, said)
     }
 
-    /// `what` is the kind of thing (`job`, `run`, …), as the code's `what` value.
-    pub fn not_found(what: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            Refusal::new(Reason::NotFound).with("what", what),
-        )
+    /// `what` is one of the `…NotFound` reasons.
+    pub fn not_found(what: Reason) -> Self {
+        Self::new(StatusCode::NOT_FOUND, what)
     }
 
     pub fn conflict(said: impl Into<Said>) -> Self {

@@ -50,7 +50,7 @@ impl Store {
             .bind(&g.access_token).bind(&g.generation).bind(now).bind(id)
             .execute(pool).await.map(|r| Done::from(r).rows_affected()));
         match res {
-            Ok(0) => Err(StoreError::NotFound("group")),
+            Ok(0) => Err(StoreError::NotFound(Reason::GroupNotFound)),
             Ok(_) => Ok(()),
             Err(e) => Err(StoreError::unique(e, || appname_used(&g.appname))),
         }
@@ -71,7 +71,7 @@ impl Store {
             .bind(id).execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("group"));
+            return Err(StoreError::NotFound(Reason::GroupNotFound));
         }
         Ok(())
     }
@@ -79,7 +79,7 @@ impl Store {
     pub async fn get_group(&self, id: i64) -> StoreResult<Group> {
         let sql = format!("SELECT {GROUP_COLS} FROM executor_groups WHERE id = ?");
         with_read_pool!(self, pool => sqlx::query_as::<_, Group>(&sql).bind(id).fetch_optional(pool).await)?
-            .ok_or(StoreError::NotFound("group"))
+            .ok_or(StoreError::NotFound(Reason::GroupNotFound))
     }
 
     pub async fn group_by_appname(&self, appname: &str) -> StoreResult<Option<Group>> {

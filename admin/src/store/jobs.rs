@@ -6,6 +6,7 @@ use super::{
     list_page, retry_on_conflict, with_pool, with_read_pool, Done, Store, StoreError, StoreResult,
 };
 use crate::model::Job;
+use crate::refusal::Reason;
 
 /// The assignment of `updated_at` on every edit (two binds: now, now). It always moves forward,
 /// even for two edits within one millisecond, because the dispatch path takes an unchanged
@@ -152,7 +153,7 @@ impl Store {
         .await?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("job"));
+            return Err(StoreError::NotFound(Reason::JobNotFound));
         }
         Ok(())
     }
@@ -177,7 +178,7 @@ impl Store {
         .await?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("job"));
+            return Err(StoreError::NotFound(Reason::JobNotFound));
         }
         Ok(())
     }
@@ -187,7 +188,7 @@ impl Store {
         let n = with_pool!(self, pool => counted_edit!(pool, dialect, sqlx::query("DELETE FROM jobs WHERE id = ?").bind(id)))
             .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("job"));
+            return Err(StoreError::NotFound(Reason::JobNotFound));
         }
         with_pool!(self, pool => {
             sqlx::query("DELETE FROM glue_history WHERE job_id = ?").bind(id).execute(pool).await?;
@@ -199,7 +200,7 @@ impl Store {
     pub async fn get_job(&self, id: i64) -> StoreResult<Job> {
         let sql = format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?");
         with_read_pool!(self, pool => sqlx::query_as::<_, Job>(&sql).bind(id).fetch_optional(pool).await)?
-            .ok_or(StoreError::NotFound("job"))
+            .ok_or(StoreError::NotFound(Reason::JobNotFound))
     }
 
     /// How many times jobs were edited, stopped, started or deleted, ever (creations do not

@@ -15,7 +15,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::refusal::Refusal;
+use crate::refusal::{Reason, Refusal};
 
 mod audit;
 mod fires;
@@ -291,8 +291,8 @@ where
 /// Errors of the store that callers branch on; everything else is a plain database error.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{0} not found")]
-    NotFound(&'static str),
+    #[error("{}", .0.en())]
+    NotFound(Reason),
     #[error("{0}")]
     Conflict(Refusal),
     #[error(transparent)]

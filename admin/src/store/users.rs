@@ -33,7 +33,7 @@ impl Store {
     pub async fn get_user(&self, id: i64) -> StoreResult<User> {
         let sql = format!("SELECT {USER_COLS} FROM users WHERE id = ?");
         with_pool!(self, pool => sqlx::query_as::<_, User>(&sql).bind(id).fetch_optional(pool).await)?
-            .ok_or(StoreError::NotFound("user"))
+            .ok_or(StoreError::NotFound(Reason::UserNotFound))
     }
 
     pub async fn user_by_name(&self, username: &str) -> StoreResult<Option<User>> {
@@ -65,7 +65,7 @@ impl Store {
             .bind(role).bind(group_ids).bind(now).bind(id).execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("user"));
+            return Err(StoreError::NotFound(Reason::UserNotFound));
         }
         Ok(())
     }
@@ -81,7 +81,7 @@ impl Store {
             .bind(password_hash).bind(i64::from(must_change)).bind(now).bind(id).execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("user"));
+            return Err(StoreError::NotFound(Reason::UserNotFound));
         }
         Ok(())
     }
@@ -97,7 +97,7 @@ impl Store {
             .bind(id).execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("user"));
+            return Err(StoreError::NotFound(Reason::UserNotFound));
         }
         with_pool!(self, pool => {
             sqlx::query("DELETE FROM api_tokens WHERE user_id = ?").bind(id).execute(pool).await?;
@@ -155,7 +155,7 @@ impl Store {
     pub async fn get_token(&self, id: i64) -> StoreResult<ApiToken> {
         let sql = format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE id = ?");
         with_pool!(self, pool => sqlx::query_as::<_, ApiToken>(&sql).bind(id).fetch_optional(pool).await)?
-            .ok_or(StoreError::NotFound("token"))
+            .ok_or(StoreError::NotFound(Reason::TokenNotFound))
     }
 
     pub async fn revoke_token(&self, id: i64, now: i64) -> StoreResult<()> {
@@ -163,7 +163,7 @@ impl Store {
             .bind(now).bind(id).execute(pool).await.map(Done::from))?
         .rows_affected();
         if n == 0 {
-            return Err(StoreError::NotFound("token"));
+            return Err(StoreError::NotFound(Reason::TokenNotFound));
         }
         Ok(())
     }

@@ -270,7 +270,7 @@ async fn load_fire(st: &AppState, caller: &Caller, id: i64) -> Result<Fire, ApiE
         .store
         .get_fire(id)
         .await?
-        .ok_or_else(|| ApiError::not_found("fire"))?;
+        .ok_or_else(|| ApiError::not_found(Reason::FireNotFound))?;
     caller.require_group(fire.group_id)?;
     Ok(fire)
 }
@@ -345,7 +345,7 @@ async fn load_run(st: &AppState, caller: &Caller, id: i64) -> Result<Run, ApiErr
         .store
         .get_run(id)
         .await?
-        .ok_or_else(|| ApiError::not_found("run"))?;
+        .ok_or_else(|| ApiError::not_found(Reason::RunNotFound))?;
     caller.require_group(run.group_id)?;
     Ok(run)
 }
