@@ -232,6 +232,19 @@ impl Session {
     }
 }
 
+/// Asks for a user named "bad name" in the users page's dialog, which the browser lets through
+/// and the API refuses: the dialog shows `expected` (the field named by its label) and marks the
+/// field; then the dialog is closed.
+async fn new_user_refused(s: &Session, expected: &str) {
+    s.click("#new-user").await;
+    s.fill("#f-username", "bad name").await;
+    s.fill("#f-password", "long-enough-1").await;
+    s.click("#dialog-ok").await;
+    s.wait_text(".dialog .form-error", expected).await;
+    s.find("#field-username.invalid").await;
+    s.click("#dialog-cancel").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_walkthrough_in_chromium() {
     let Some(driver) = start_driver().await else {
@@ -546,17 +559,7 @@ async fn operator_walkthrough_in_chromium() {
     s.shot("19-users").await;
     // A user name the browser lets through and the API refuses: the dialog names the field by
     // its label and marks it, as the forms do.
-    s.click("#new-user").await;
-    s.fill("#f-username", "bad name").await;
-    s.fill("#f-password", "long-enough-1").await;
-    s.click("#dialog-ok").await;
-    s.wait_text(
-        ".dialog .form-error",
-        "Username: must be 1 to 64 letters, digits or '-_.@'",
-    )
-    .await;
-    s.find("#field-username.invalid").await;
-    s.click("#dialog-cancel").await;
+    new_user_refused(&s, "Username: must be 1 to 64 letters, digits or '-_.@'").await;
     // A group deleted while the dialog is open: the API refuses `group_ids`, and the dialog names
     // the groups by their legend and marks them.
     let doomed = admin
@@ -623,16 +626,7 @@ async fn operator_walkthrough_in_chromium() {
     s.wait_text("#coverage-summary", "成功 1/1").await;
     s.goto("/console/#/users").await;
     s.page("users").await;
-    s.click("#new-user").await;
-    s.fill("#f-username", "bad name").await;
-    s.fill("#f-password", "long-enough-1").await;
-    s.click("#dialog-ok").await;
-    s.wait_text(
-        ".dialog .form-error",
-        "账号: 须为 1 到 64 个字母、数字或 '-_.@'",
-    )
-    .await;
-    s.click("#dialog-cancel").await;
+    new_user_refused(&s, "账号: 须为 1 到 64 个字母、数字或 '-_.@'").await;
     // A job that is not there: the 404 says what was not found.
     s.goto("/console/#/jobs/999999").await;
     s.wait_text(".notice.error", "未找到。 任务不存在").await;

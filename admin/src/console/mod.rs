@@ -632,8 +632,8 @@ mod tests {
         );
     }
 
-    /// The keys of one language of `web/i18n.js`.
-    fn i18n_keys(lang: &str) -> std::collections::BTreeSet<String> {
+    /// The texts of one language of `web/i18n.js`, by key (each text as written, quotes and all).
+    fn i18n_texts(lang: &str) -> std::collections::BTreeMap<String, String> {
         let src = include_str!("../../../web/i18n.js");
         let start = src
             .find(&format!("\n{lang}: {{"))
@@ -643,8 +643,14 @@ mod tests {
         body[..end]
             .lines()
             .filter_map(|l| l.trim().strip_prefix('\''))
-            .filter_map(|l| l.split_once("':").map(|(k, _)| k.to_string()))
+            .filter_map(|l| l.split_once("':"))
+            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
             .collect()
+    }
+
+    /// The keys of one language of `web/i18n.js`.
+    fn i18n_keys(lang: &str) -> std::collections::BTreeSet<String> {
+        i18n_texts(lang).into_keys().collect()
     }
 
     #[test]
@@ -736,24 +742,22 @@ mod tests {
     #[test]
     fn every_refusal_is_translated_with_its_values() {
         use crate::refusal::Reason;
-        let src = include_str!("../../../web/i18n.js");
-        let zh_start = src.find("\nzh: {").expect("zh section");
-        let zh = &src[zh_start..];
         // English is the API's own text: no `api.` key there.
-        assert!(!src[..zh_start].contains("'api."), "api. keys in en");
-        let keys: Vec<String> = i18n_keys("zh")
+        assert!(
+            !i18n_keys("en").iter().any(|k| k.starts_with("api.")),
+            "api. keys in en"
+        );
+        let zh: std::collections::BTreeMap<String, String> = i18n_texts("zh")
             .into_iter()
-            .filter(|k| k.starts_with("api."))
+            .filter(|(k, _)| k.starts_with("api."))
             .collect();
-        assert_eq!(keys.len(), Reason::ALL.len(), "{keys:?}");
+        assert_eq!(zh.len(), Reason::ALL.len(), "{:?}", zh.keys());
         for r in Reason::ALL {
-            let key = format!("'api.{}': '", r.code());
-            let at = zh
-                .find(&key)
+            let text = zh
+                .get(&format!("api.{}", r.code()))
                 .unwrap_or_else(|| panic!("no zh text for {:?}", r.code()));
-            let line = zh[at + key.len()..].lines().next().unwrap();
             assert_eq!(
-                placeholders(line),
+                placeholders(text),
                 placeholders(r.en()),
                 "{:?}: the zh text must use the values the English one does",
                 r.code()
