@@ -122,16 +122,31 @@
     return data;
   }
 
-  // An API error's message in the console's language: the text of its code (keys 'api.<code>'),
-  // with its values filled in and the field's API name before it as the API puts it. English,
-  // and a message without a code (a detail from elsewhere), are the admin's own words.
-  function refusalText(err) {
-    const key = 'api.' + err.code;
+  // A text the admin wrote as a code and values, in the console's language (key
+  // '<prefix>.<code>', values filled in); null where the language has no such key (English:
+  // the admin's own words are shown).
+  function codedText(prefix, code, params) {
+    const key = prefix + '.' + code;
     const dict = window.SL_I18N[lang];
-    if (!err.code || !dict || dict[key] === undefined) return err.message;
-    const text = t(key, err.params || {});
+    if (!code || !dict || dict[key] === undefined) return null;
+    return t(key, params || {});
+  }
+
+  // An API error's message in the console's language (keys 'api.<code>'), with the field's API
+  // name before it as the API puts it. A message without a code (a detail from elsewhere) is
+  // shown as it came.
+  function refusalText(err) {
+    const text = codedText('api', err.code, err.params);
+    if (text === null) return err.message;
     return err.field ? err.field + ': ' + text : text;
   }
+
+  // A fire's or a run's message: the admin's own (with a note: code and values) in the console's
+  // language (keys 'note.<code>'), an executor's words as they came.
+  const noteText = (note, stored) => (note && codedText('note', note.code, note.params)) || stored || '';
+  // A run's latest word: its result's message, else its trigger's.
+  const runMessage = (r) => (r.handle_msg ? noteText(r.handle_note, r.handle_msg) : noteText(r.trigger_note, r.trigger_msg));
+  const resultText = (r) => (r.handle_code ? r.handle_code + ' ' + noteText(r.handle_note, r.handle_msg) : '—');
 
   const get = (p) => api('GET', p);
   const post = (p, b) => api('POST', p, b === undefined ? {} : b);
@@ -441,7 +456,7 @@
         link('#/jobs/' + r.job_id, r.job_name || '#' + r.job_id),
         link('#/fires/' + r.fire_id, '#' + r.fire_id),
         stateBadge(r.state),
-        h('span', { class: 'msg' }, (r.handle_msg || r.trigger_msg || '').slice(0, 160)),
+        h('span', { class: 'msg' }, runMessage(r).slice(0, 160)),
         fmtTime(r.finished_at || r.created_at),
       ],
     });
@@ -1014,7 +1029,7 @@
         page.items.map((f) => ({
           cells: [link('#/fires/' + f.id, '#' + f.id), link('#/jobs/' + f.job_id, names[f.job_id] || '#' + f.job_id),
             enumLabel('trigger', f.trigger_type), fmtTime(f.planned_at), String(f.total_items), stateBadge(f.state),
-            h('span', { class: 'msg' }, (f.message || '').slice(0, 120))],
+            h('span', { class: 'msg' }, noteText(f.message_note, f.message).slice(0, 120))],
         })),
         { id: 'fires-table', empty: t('fire.empty') }),
       pager(page.total, offset, PAGE, (o) => go(Object.assign({}, filter, { offset: o }))));
@@ -1100,7 +1115,7 @@
         h('dt', null, t('col.params')), h('dd', null, h('code', null, f.params || '—')),
         f.parent_fire_id ? [h('dt', null, t('fire.parent')), h('dd', null, link('#/fires/' + f.parent_fire_id, '#' + f.parent_fire_id))] : null,
         f.alarm_state ? [h('dt', null, t('fire.alarm')), h('dd', { id: 'fire-alarm' }, enumLabel('alarm', f.alarm_state))] : null,
-        f.message ? [h('dt', null, t('col.message')), h('dd', null, f.message)] : null),
+        f.message ? [h('dt', null, t('col.message')), h('dd', { id: 'fire-message' }, noteText(f.message_note, f.message))] : null),
       h('section', { class: 'panel' }, h('h2', null, t('fire.coverage')),
         h('p', { class: 'coverage-summary', id: 'coverage-summary' }, coverageLine(c)),
         h('div', { class: 'coverage', id: 'coverage' }, cells),
@@ -1111,7 +1126,7 @@
           f.runs.map((r) => ({
             attrs: { class: r.superseded ? 'superseded' : null },
             cells: [link('#/runs/' + r.id, '#' + r.id), r.shard_index + '/' + r.shard_total, String(r.attempt), r.executor_address || '—',
-              stateBadge(r.state), duration(r.dispatched_at || r.created_at, r.finished_at), h('span', { class: 'msg' }, (r.handle_msg || r.trigger_msg || '').slice(0, 160))],
+              stateBadge(r.state), duration(r.dispatched_at || r.created_at, r.finished_at), h('span', { class: 'msg' }, runMessage(r).slice(0, 160))],
           })),
           { id: 'fire-runs' })));
     if (f.state === 'triggering' || f.state === 'running') {
@@ -1147,7 +1162,7 @@
           attrs: { class: r.superseded ? 'superseded' : null },
           cells: [link('#/runs/' + r.id, '#' + r.id), link('#/jobs/' + r.job_id, names[r.job_id] || '#' + r.job_id), link('#/fires/' + r.fire_id, '#' + r.fire_id),
             r.shard_index + '/' + r.shard_total, r.executor_address || '—', stateBadge(r.state), fmtTime(r.created_at),
-            duration(r.dispatched_at || r.created_at, r.finished_at), h('span', { class: 'msg' }, (r.handle_msg || r.trigger_msg || '').slice(0, 120))],
+            duration(r.dispatched_at || r.created_at, r.finished_at), h('span', { class: 'msg' }, runMessage(r).slice(0, 120))],
         })),
         { id: 'runs-table', empty: t('run.empty') }),
       pager(page.total, offset, PAGE, (o) => go(Object.assign({}, filter, { offset: o }))));
@@ -1160,7 +1175,7 @@
     const names = await jobNames([r.job_id]);
     const open = () => r.state === 'triggering' || r.state === 'running';
     const stateBox = h('span', { id: 'run-state' }, stateBadge(r.state));
-    const handleBox = h('dd', { id: 'run-result' }, r.handle_code ? r.handle_code + ' ' + r.handle_msg : '—');
+    const handleBox = h('dd', { id: 'run-result' }, resultText(r));
     const finishedBox = h('dd', null, fmtTime(r.finished_at));
     const logPre = h('pre', { class: 'log', id: 'run-log' });
     const logState = h('span', { class: 'badge', id: 'log-state' });
@@ -1180,7 +1195,7 @@
         return;
       }
       clear(stateBox).appendChild(stateBadge(r.state));
-      handleBox.textContent = r.handle_code ? r.handle_code + ' ' + r.handle_msg : '—';
+      handleBox.textContent = resultText(r);
       finishedBox.textContent = fmtTime(r.finished_at);
       killBtn.hidden = !open();
     };
@@ -1229,7 +1244,7 @@
         h('dt', null, t('col.created')), h('dd', null, fmtTime(r.created_at)),
         h('dt', null, t('col.dispatched')), h('dd', null, fmtTime(r.dispatched_at)),
         h('dt', null, t('col.finished')), finishedBox,
-        h('dt', null, t('run.triggerMsg')), h('dd', null, h('pre', { class: 'msg-block', id: 'run-trigger-msg' }, (r.trigger_code ? r.trigger_code + ' ' : '') + (r.trigger_msg || '—'))),
+        h('dt', null, t('run.triggerMsg')), h('dd', null, h('pre', { class: 'msg-block', id: 'run-trigger-msg' }, (r.trigger_code ? r.trigger_code + ' ' : '') + (noteText(r.trigger_note, r.trigger_msg) || '—'))),
         h('dt', null, t('run.result')), handleBox),
       h('section', { class: 'panel' }, h('div', { class: 'panel-head' }, h('h2', null, t('run.log')), logState), logPre));
     if (r.executor_address) poll();

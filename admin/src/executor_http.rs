@@ -11,6 +11,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::note::NoteKind;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request, StatusCode, Uri};
@@ -19,11 +20,12 @@ use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use shardline_executor::protocol::{with_sources, ACCESS_TOKEN_HEADER};
 
-/// A POST that got no answer: `kind` says why in words the lost-run watch and the logs use
-/// ("timed out", "connection refused", "request failed"), `detail` is the error itself.
+/// A POST that got no answer: `kind` says why (`ConnectionRefused`, `TimedOut` or
+/// `RequestFailed`, the lost-run watch tells a stopped process by the first), `detail` is the
+/// error itself.
 #[derive(Debug)]
 pub struct NoAnswer {
-    pub kind: &'static str,
+    pub kind: NoteKind,
     pub detail: String,
 }
 
@@ -70,7 +72,7 @@ impl ExecutorHttp {
                 .build(tls))
         });
         built.as_ref().map_err(|e| NoAnswer {
-            kind: "request failed",
+            kind: NoteKind::RequestFailed,
             detail: e.clone(),
         })
     }
@@ -85,7 +87,7 @@ impl ExecutorHttp {
         timeout: Duration,
     ) -> Result<(StatusCode, Bytes), NoAnswer> {
         let failed = |detail: String| NoAnswer {
-            kind: "request failed",
+            kind: NoteKind::RequestFailed,
             detail,
         };
         let uri: Uri = url
@@ -110,9 +112,9 @@ impl ExecutorHttp {
             };
             let resp = sent.map_err(|e| NoAnswer {
                 kind: if e.is_connect() {
-                    "connection refused"
+                    NoteKind::ConnectionRefused
                 } else {
-                    "request failed"
+                    NoteKind::RequestFailed
                 },
                 detail: with_sources(e.to_string(), &e),
             })?;
@@ -129,7 +131,7 @@ impl ExecutorHttp {
             .await
             .unwrap_or_else(|_| {
                 Err(NoAnswer {
-                    kind: "timed out",
+                    kind: NoteKind::TimedOut,
                     detail: format!("no answer within {} ms", timeout.as_millis()),
                 })
             })
@@ -198,7 +200,7 @@ mod tests {
             .post_json(&url, "", Bytes::new(), SHORT)
             .await
             .unwrap_err();
-        assert_eq!(e.kind, "connection refused", "{e:?}");
+        assert_eq!(e.kind, NoteKind::ConnectionRefused, "{e:?}");
         assert!(e.detail.contains("Connection refused"), "{e:?}");
 
         // A listener that accepts and never answers.
@@ -214,13 +216,13 @@ mod tests {
             .post_json(&url, "", Bytes::new(), SHORT)
             .await
             .unwrap_err();
-        assert_eq!(e.kind, "timed out", "{e:?}");
+        assert_eq!(e.kind, NoteKind::TimedOut, "{e:?}");
         hold.abort();
 
         let e = http
             .post_json("http://bad host/run", "", Bytes::new(), SHORT)
             .await
             .unwrap_err();
-        assert_eq!(e.kind, "request failed", "{e:?}");
+        assert_eq!(e.kind, NoteKind::RequestFailed, "{e:?}");
     }
 }

@@ -293,6 +293,9 @@ pub struct Fire {
     pub state: String,
     pub total_items: i64,
     pub message: String,
+    /// The message as a code and its values, when the admin wrote it (`crate::note`).
+    #[serde(serialize_with = "crate::note::serialize_stored")]
+    pub message_note: Option<String>,
     pub owner: String,
     /// The owner's lease on a `scheduled` fire (epoch ms); 0 once the fire left `scheduled`.
     pub claim_expires_at: i64,
@@ -324,8 +327,14 @@ pub struct Run {
     pub state: String,
     pub trigger_code: i64,
     pub trigger_msg: String,
+    /// The trigger message as a code and its values, when the admin wrote it (`crate::note`).
+    #[serde(serialize_with = "crate::note::serialize_stored")]
+    pub trigger_note: Option<String>,
     pub handle_code: i64,
     pub handle_msg: String,
+    /// The handle message as a code and its values, when the admin wrote it (`crate::note`).
+    #[serde(serialize_with = "crate::note::serialize_stored")]
+    pub handle_note: Option<String>,
     pub log_date_time: i64,
     pub created_at: i64,
     pub dispatched_at: Option<i64>,

@@ -28,6 +28,7 @@ use crate::metrics::Metrics;
 use crate::model::{
     now_ms, AdminNode, Fire, FireState, Group, Job, RunState, ShardingMode, TriggerType,
 };
+use crate::note::{Message, Note, NoteKind};
 use crate::results::ANSWER_HOLD;
 use crate::schedule::Schedule;
 use crate::scheduler::MAX_PREPARE_MS;
@@ -171,7 +172,10 @@ async fn on_fire_final(
             .collect();
         if !retryable.is_empty() {
             let first = retryable.iter().map(|r| r.1).min().unwrap_or(now) - now;
-            let msg = format!("retrying {} item(s) in {} ms", retryable.len(), first);
+            let msg = Note::new(NoteKind::Retrying)
+                .with("count", retryable.len())
+                .with("ms", first)
+                .into();
             if store.schedule_retries(fire_id, &retryable, &msg).await? {
                 dispatcher.notify_schedule_changed();
             }
@@ -367,7 +371,7 @@ impl LostRuns {
                     *n += 1;
                     // A refused connection means no process listens there any more; a timeout
                     // may be a busy machine, so it needs a second strike.
-                    if *n >= 2 || e.message.contains("connection refused") {
+                    if *n >= 2 || e.message.text.contains("connection refused") {
                         dead.insert(address);
                     }
                 }
@@ -394,41 +398,34 @@ impl LostRuns {
             });
             let started = run.dispatched_at.unwrap_or(run.created_at);
             let (mut unsent, mut executor_at_fault) = (false, true);
-            let reason = if !run.executor_address.is_empty() && dead.contains(&run.executor_address)
-            {
-                Some(format!(
-                    "executor {} stopped answering",
-                    run.executor_address
-                ))
-            } else if !manual
-                && !run.executor_address.is_empty()
-                && !live.contains(&run.executor_address)
-            {
-                Some(format!(
-                    "executor {} was evicted (no heartbeat)",
-                    run.executor_address
-                ))
+            let address = run.executor_address.as_str();
+            let reason = if !address.is_empty() && dead.contains(address) {
+                Some(Note::new(NoteKind::LostNoAnswer).with("address", address))
+            } else if !manual && !address.is_empty() && !live.contains(address) {
+                Some(Note::new(NoteKind::LostEvicted).with("address", address))
             } else if let Some(Stranded { owner, claimed }) = orphaned.get(&run.id) {
                 (unsent, executor_at_fault) = (!claimed, false);
-                let when = if *claimed {
-                    "after claiming its late send, with no answer recorded"
+                let kind = if *claimed {
+                    NoteKind::LostAdminClaimed
                 } else {
-                    "before recording its send"
+                    NoteKind::LostAdminUnsent
                 };
-                Some(format!(
-                    "admin {owner} stopped {when}, and executor {} is not running the job",
-                    run.executor_address
-                ))
+                Some(
+                    Note::new(kind)
+                        .with("owner", owner)
+                        .with("address", address),
+                )
             } else if timeout_s > 0 && now > started + timeout_s * 1000 + TIMEOUT_MARGIN_MS {
-                Some(format!(
-                    "no result {} s after its {timeout_s} s timeout",
-                    TIMEOUT_MARGIN_MS / 1000
-                ))
+                Some(
+                    Note::new(NoteKind::LostTimeout)
+                        .with("margin", TIMEOUT_MARGIN_MS / 1000)
+                        .with("timeout", timeout_s),
+                )
             } else {
                 None
             };
             let Some(reason) = reason else { continue };
-            let msg = format!("lost: {reason}");
+            let msg = Message::from(reason);
             if unsent || sharded {
                 // A run never sent is sent now, whatever the job: nothing ran it. Shard
                 // failover: the item runs elsewhere now, not after a retry delay. Either way the
@@ -464,7 +461,7 @@ impl LostRuns {
             }
             lost += 1;
             self.metrics.runs_lost.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(run_id = run.id, fire_id = run.fire_id, %reason, "run lost");
+            tracing::warn!(run_id = run.id, fire_id = run.fire_id, reason = %msg, "run lost");
         }
         Ok(lost)
     }

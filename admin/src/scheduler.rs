@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Settings;
 use crate::model::{now_ms, Job, MisfireStrategy, ScheduleType, TriggerType};
+use crate::note::{Note, NoteKind};
 use crate::schedule::{Schedule, ScheduleCache, ScheduleError};
 use crate::store::{ClaimedFire, JobPlan, PlannedFire, Store, StoreError};
 use crate::trigger::Dispatcher;
@@ -481,12 +482,7 @@ impl Scheduler {
         let ids: Vec<i64> = superseded.iter().map(|o| o.fire_id).collect();
         let ended = self
             .store
-            .skip_claims(
-                &ids,
-                &self.node,
-                "misfired: superseded by a later missed fire",
-                now,
-            )
+            .skip_claims(&ids, &self.node, &NoteKind::MisfireSuperseded.into(), now)
             .await?;
         self.dispatcher.announce(&ended);
         Ok(keep)
@@ -626,16 +622,22 @@ impl Scheduler {
                 claims.insert(fire_id, due);
             }
         }
-        let missed_msg = format!("misfired: more than {threshold} ms late when due (DO_NOTHING)");
-        for (ids, msg) in [
-            (deleted, "job deleted"),
-            (stopped, "job stopped"),
-            (missed, missed_msg.as_str()),
+        for (ids, note) in [
+            (deleted, Note::new(NoteKind::JobDeleted)),
+            (stopped, Note::new(NoteKind::JobStopped)),
+            (
+                missed,
+                Note::new(NoteKind::MisfireLate).with("ms", threshold),
+            ),
         ] {
             if ids.is_empty() {
                 continue;
             }
-            match self.store.skip_claims(&ids, &self.node, msg, now).await {
+            match self
+                .store
+                .skip_claims(&ids, &self.node, &note.into(), now)
+                .await
+            {
                 Ok(ended) => self.dispatcher.announce(&ended),
                 Err(e) => {
                     tracing::warn!(error = %e, fires = ids.len(), "claimed fires not closed; they will be taken over")

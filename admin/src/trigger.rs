@@ -24,6 +24,7 @@ use crate::model::{
     now_ms, AddressType, AdminNode, Fire, FireState, Group, Job, Run, RunState, ShardingMode,
     TriggerType,
 };
+use crate::note::{Message, Note, NoteKind};
 use crate::results::{FireEvents, ResultSink};
 use crate::route::{RouteError, RouteStrategy, Router};
 use crate::sharding::{self, ItemParams, ShardExecutor};
@@ -240,10 +241,10 @@ enum Attempt<'a> {
     /// The job's retry of a failed item: one more retry counted.
     Retry,
     /// The executor died: the open run ends lost, the item goes elsewhere.
-    Failover(&'a str),
+    Failover(&'a Message),
     /// Stored and never sent by an admin that died: the open run ends lost, the item goes to
     /// the same executor.
-    Unsent(&'a str),
+    Unsent(&'a Message),
 }
 
 /// Sends runs to executors; shared by the API, the scheduler and the retry loop.
@@ -575,7 +576,7 @@ impl Dispatcher {
                 // visibly instead of leaving it open.
                 Err(e) => {
                     failed_plans.push(fire_id);
-                    (vec![], Some(e.to_string()))
+                    (vec![], Some(Message::words(e.to_string())))
                 }
             };
             rows.push(FireRuns {
@@ -627,7 +628,7 @@ impl Dispatcher {
         targets: &[Target],
         params: &str,
         shard: Option<(i64, i64)>,
-    ) -> Result<(Vec<Planned>, Option<String>), TriggerError> {
+    ) -> Result<(Vec<Planned>, Option<Message>), TriggerError> {
         let mode = ShardingMode::parse(&job.sharding_mode)
             .map_err(|r| TriggerError::Invalid(r.to_string()))?;
         let route = RouteStrategy::parse(&job.route_strategy)
@@ -718,10 +719,15 @@ impl Dispatcher {
                 let addresses: Vec<&str> = targets.iter().map(|t| t.address.as_str()).collect();
                 let (chosen, note) = match max_node {
                     // With no run at all the fire fails; it says why, as a single run's does.
-                    _ if count == 0 => (Vec::new(), Some(RouteError::NoExecutors.to_string())),
+                    _ if count == 0 => (Vec::new(), Some(RouteError::NoExecutors.into())),
                     Some(m) if m < count => (
                         sharding::select_broadcast_targets(&addresses, &unhealthy, m),
-                        Some(format!("maxNode={m}: {m} of {count} executors called")),
+                        Some(
+                            Note::new(NoteKind::MaxNode)
+                                .with("max", m)
+                                .with("count", count)
+                                .into(),
+                        ),
                     ),
                     _ => ((0..count).collect(), None),
                 };
@@ -737,8 +743,8 @@ impl Dispatcher {
                 let addresses: Vec<String> = targets.iter().map(|t| t.address.clone()).collect();
                 let chosen = self.route_single(job, route, &addresses, &unhealthy).await;
                 let (address, note) = match chosen {
-                    Ok((a, log)) => (a, log),
-                    Err(msg) => (String::new(), Some(msg)),
+                    Ok((a, log)) => (a, log.map(Message::words)),
+                    Err(e) => (String::new(), Some(e.into())),
                 };
                 Ok((vec![base(0, 1, address, None)], note))
             }
@@ -752,9 +758,9 @@ impl Dispatcher {
         route: RouteStrategy,
         addresses: &[String],
         unhealthy: &HashSet<String>,
-    ) -> Result<(String, Option<String>), String> {
+    ) -> Result<(String, Option<String>), RouteError> {
         if addresses.is_empty() {
-            return Err("no online executor in the group".to_string());
+            return Err(RouteError::NoExecutors);
         }
         // Only FAILOVER and BUSYOVER call executors to choose; the others need no token, and a
         // group read per fire was a database round trip on every scheduled fire.
@@ -795,7 +801,6 @@ impl Dispatcher {
             .choose_probed(route, job_id, addresses, unhealthy, probe)
             .await
             .map(|c| (c.address, c.message))
-            .map_err(|e| e.to_string())
     }
 
     /// Picks an executor for re-running `index` after `failed` failed: the next healthy executor
@@ -887,7 +892,7 @@ impl Dispatcher {
                         .map(Bytes::from)
                         .map_err(|e| CallError {
                             transport: true,
-                            message: format!("cannot encode the run request: {e}"),
+                            message: Note::new(NoteKind::CannotEncode).with("detail", e).into(),
                         })
                 })
                 .collect();
@@ -1144,7 +1149,7 @@ impl Dispatcher {
         if address.is_empty() {
             let none = CallError {
                 transport: true,
-                message: "no online executor in the group".to_string(),
+                message: RouteError::NoExecutors.into(),
             };
             return vec![Err(none); group.len()];
         }
@@ -1198,12 +1203,18 @@ impl Dispatcher {
                 other => {
                     let e = CallError {
                         transport: false,
-                        message: format!(
-                            "{address}{}: {} answers for a batch of {} runs",
-                            protocol::RUN_BATCH_ROUTE,
-                            other.map_or(0, |a| a.len()),
-                            group.len()
-                        ),
+                        message: Note::new(NoteKind::BatchAnswers)
+                            .with(
+                                "url",
+                                format_args!(
+                                    "{}{}",
+                                    normalize_address(address),
+                                    protocol::RUN_BATCH_ROUTE
+                                ),
+                            )
+                            .with("got", other.map_or(0, |a| a.len()))
+                            .with("runs", group.len())
+                            .into(),
                     };
                     vec![Err(e); group.len()]
                 }
@@ -1273,7 +1284,7 @@ impl Dispatcher {
         &self,
         fire: &Fire,
         runs: &[Run],
-        reason: &str,
+        reason: &Message,
         executor_at_fault: bool,
     ) -> Result<Vec<i64>, TriggerError> {
         if executor_at_fault {
@@ -1294,7 +1305,7 @@ impl Dispatcher {
         &self,
         fire: &Fire,
         runs: &[Run],
-        reason: &str,
+        reason: &Message,
     ) -> Result<Vec<i64>, TriggerError> {
         self.replace_runs(fire, runs, Attempt::Unsent(reason)).await
     }
@@ -1439,15 +1450,18 @@ impl Dispatcher {
 fn answer(
     result: Result<Envelope<serde_json::Value>, CallError>,
     address: &str,
-) -> (RunState, i64, String, bool) {
+) -> (RunState, i64, Message, bool) {
     match result {
         // No message: the row keeps none for the usual acceptance and reads it back as
         // `accepted by <address>` (`store::RUN_COLS`), so none is built per run here.
-        Ok(env) if env.is_success() => (RunState::Running, 200, String::new(), false),
+        Ok(env) if env.is_success() => (RunState::Running, 200, Message::default(), false),
         Ok(env) => (
             RunState::Failed,
             i64::from(env.code),
-            format!("refused by {address}: {}", env.msg.unwrap_or_default()),
+            Note::new(NoteKind::RefusedBy)
+                .with("address", address)
+                .with("detail", env.msg.unwrap_or_default())
+                .into(),
             false,
         ),
         Err(e) => (RunState::Failed, 500, e.message, e.transport),
@@ -1480,18 +1494,18 @@ pub fn normalize_address(a: &str) -> String {
 pub struct CallError {
     /// No answer at all (refused connection, timeout): the executor may be dead.
     pub transport: bool,
-    pub message: String,
+    pub message: Message,
 }
 
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.message.text)
     }
 }
 
 impl From<CallError> for String {
     fn from(e: CallError) -> String {
-        e.message
+        e.message.text
     }
 }
 
@@ -1507,10 +1521,10 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
 ) -> Result<Envelope<T>, CallError> {
     let body = serde_json::to_vec(body).map_err(|e| CallError {
         transport: true,
-        message: format!(
-            "{}{path}: request failed (cannot encode the request: {e})",
-            normalize_address(address)
-        ),
+        message: Note::new(NoteKind::RequestFailed)
+            .with("url", format_args!("{}{path}", normalize_address(address)))
+            .with("detail", format_args!("cannot encode the request: {e}"))
+            .into(),
     })?;
     post_envelope_bytes(http, address, path, token, Bytes::from(body), timeout).await
 }
@@ -1525,27 +1539,32 @@ async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
     timeout: std::time::Duration,
 ) -> Result<Envelope<T>, CallError> {
     let url = format!("{}{path}", normalize_address(address));
-    let answered = |message: String| CallError {
+    let answered = |note: Note| CallError {
         transport: false,
-        message,
+        message: note.with("url", &url).into(),
     };
     let (status, bytes) = http
         .post_json(&url, token, body, timeout)
         .await
         .map_err(|e| CallError {
             transport: true,
-            message: format!("{url}: {} ({})", e.kind, e.detail),
+            message: Note::new(e.kind)
+                .with("url", &url)
+                .with("detail", e.detail)
+                .into(),
         })?;
     if !status.is_success() {
-        return Err(answered(format!(
-            "{url}: HTTP {status}: {}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(500)])
-        )));
+        return Err(answered(
+            Note::new(NoteKind::HttpStatus).with("status", status).with(
+                "body",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(500)]),
+            ),
+        ));
     }
     serde_json::from_slice(&bytes).map_err(|e| {
-        answered(format!(
-            "{url}: answer is not a protocol envelope ({e}): {}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+        answered(Note::new(NoteKind::NotEnvelope).with("detail", e).with(
+            "body",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
         ))
     })
 }
@@ -1554,6 +1573,7 @@ async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
 mod tests {
     use super::{answer, CallError};
     use crate::model::RunState;
+    use crate::note::Message;
     use shardline_executor::protocol::Envelope;
 
     /// An acceptance carries no message (the row keeps none; reads give `accepted by <address>`),
@@ -1563,27 +1583,33 @@ mod tests {
         let at = "http://10.0.0.1:9999/";
         assert_eq!(
             answer(Ok(Envelope::success(None)), at),
-            (RunState::Running, 200, String::new(), false)
+            (RunState::Running, 200, Message::default(), false)
         );
         assert_eq!(
             answer(Ok(Envelope::fail("busy")), at),
             (
                 RunState::Failed,
                 500,
-                "refused by http://10.0.0.1:9999/: busy".to_string(),
+                Message {
+                    text: "refused by http://10.0.0.1:9999/: busy".to_string(),
+                    note: Some(
+                        r#"{"code":"refused_by","params":{"address":"http://10.0.0.1:9999/","detail":"busy"}}"#
+                            .to_string()
+                    ),
+                },
                 false
             )
         );
         let unanswered = CallError {
             transport: true,
-            message: "connection refused".into(),
+            message: Message::words("connection refused"),
         };
         assert_eq!(
             answer(Err(unanswered), at),
             (
                 RunState::Failed,
                 500,
-                "connection refused".to_string(),
+                Message::words("connection refused"),
                 true
             )
         );

@@ -419,7 +419,9 @@ async fn operator_walkthrough_in_chromium() {
         admin.get(&format!("/runs/{run_id}")).await["state"],
         "killed"
     );
+    s.wait_text("#run-result", "killed from the admin: ").await;
     s.shot("13-run-killed").await;
+    let killed_run = run_id;
     // Its fire failed; with no alarm target, the fire page says that no alarm was needed.
     let fire_id = fire["fire_id"].as_i64().unwrap();
     for _ in 0..100 {
@@ -624,6 +626,42 @@ async fn operator_walkthrough_in_chromium() {
     s.shot("22-job-zh").await;
     s.goto(&format!("/console/#{fire_page}")).await;
     s.wait_text("#coverage-summary", "成功 1/1").await;
+    // The admin's own messages on runs and fires are said in the console's language (their
+    // notes); an executor's words stay as they came.
+    s.goto(&format!("/console/#/runs/{killed_run}")).await;
+    s.wait_text("#run-result", "已从调度中心终止：").await;
+    s.wait_text(
+        "#run-trigger-msg",
+        &format!("200 已由执行器 {} 接收", exec.address),
+    )
+    .await;
+    let nobody = admin
+        .post(
+            "/groups",
+            json!({"appname": "nobody-app", "title": "Nobody"}),
+        )
+        .await;
+    let orphan = admin
+        .post(
+            "/jobs",
+            json!({"group_id": nobody["id"], "name": "orphan", "handler": "hello", "schedule_type": "NONE"}),
+        )
+        .await;
+    let orphan_id = orphan["id"].as_i64().unwrap();
+    admin
+        .call(
+            reqwest::Method::POST,
+            &format!("/jobs/{orphan_id}/trigger"),
+            Some(json!({})),
+        )
+        .await;
+    let orphan_fire = admin.get(&format!("/fires?job_id={orphan_id}")).await["items"][0]["id"]
+        .as_i64()
+        .expect("the trigger made a fire");
+    s.goto(&format!("/console/#/fires/{orphan_fire}")).await;
+    s.wait_text("#fire-message", "没有在线的执行器地址").await;
+    s.wait_text("#fire-runs", "没有在线的执行器地址").await;
+    s.shot("22b-fire-message-zh").await;
     s.goto("/console/#/users").await;
     s.page("users").await;
     new_user_refused(&s, "账号: 须为 1 到 64 个字母、数字或 '-_.@'").await;
@@ -632,6 +670,10 @@ async fn operator_walkthrough_in_chromium() {
     s.wait_text(".notice.error", "未找到。 任务不存在").await;
     s.choose("#lang-select", "en").await;
     s.wait_text("#nav-jobs", "Jobs").await;
+    // In English, the admin's text as stored.
+    s.goto(&format!("/console/#/fires/{orphan_fire}")).await;
+    s.wait_text("#fire-message", "no online executor in the group")
+        .await;
 
     // A phone-sized window: the menu folds away.
     s.c.set_window_size(390, 844).await.unwrap();

@@ -77,6 +77,12 @@ async fn broadcast_max_node_and_logs() {
             // Stored without a message, read back with the usual one.
             assert_eq!(r["trigger_code"], 200);
             assert_eq!(r["trigger_msg"], format!("accepted by {}", addrs[i]), "{r}");
+            assert_eq!(
+                r["trigger_note"],
+                serde_json::json!({"code": "accepted_by", "params": {"address": addrs[i]}}),
+                "{r}"
+            );
+            assert_eq!(r["handle_note"], serde_json::Value::Null, "{r}");
         }
         assert_eq!(seen.lock().unwrap().len(), 3);
 

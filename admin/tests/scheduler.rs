@@ -819,6 +819,12 @@ async fn fires_of_a_group_without_executors_fail_with_the_reason() {
                     (Some("failed"), Some("no online executor in the group")),
                     "{kind}: {f}"
                 );
+                // The admin's own message comes with its note, for the console to translate.
+                assert_eq!(
+                    f["message_note"],
+                    serde_json::json!({"code": "no_executor", "params": {}}),
+                    "{kind}: {f}"
+                );
             }
             if *job == broadcast {
                 let f = admin.get(&format!("/fires/{}", ended[0]["id"])).await;

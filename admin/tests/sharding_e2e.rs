@@ -1746,6 +1746,11 @@ async fn stopped_executors_do_not_hold_up_the_watch() {
                 .is_some_and(|m| m.contains("stopped answering")),
             "{fire}"
         );
+        assert_eq!(run["handle_note"]["code"], "lost_no_answer", "{fire}");
+        assert_eq!(
+            run["handle_note"]["params"]["address"], run["executor_address"],
+            "{fire}"
+        );
     }
     println!(
         "kill -> lost {} ms; stop -> lost {} ms for the last of four",

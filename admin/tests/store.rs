@@ -4,6 +4,7 @@ mod common;
 
 use common::TestDb;
 use shardline_admin::model::{Fire, Job, RunState};
+use shardline_admin::note::{Message, Note, NoteKind};
 use shardline_admin::refusal::Reason;
 use shardline_admin::store::{
     Beat, CallbackOutcome, ClearCut, FireRuns, GroupInput, HistoryFilter, JobFilter, JobPlan,
@@ -232,7 +233,12 @@ async fn a_late_send_and_a_send_again_exclude_each_other() {
         assert_eq!(s.claim_sends(&ids[..1], 200).await.unwrap(), vec![ids[0]]);
         assert!(s.claim_sends(&ids[..1], 201).await.unwrap().is_empty());
         let replaced = s
-            .add_attempts(&f, &[again(ids[0])], Replacing::Unsent("lost: unsent"), 210)
+            .add_attempts(
+                &f,
+                &[again(ids[0])],
+                Replacing::Unsent(&"lost: unsent".into()),
+                210,
+            )
             .await
             .unwrap();
         assert!(replaced.is_empty(), "a claimed run is not sent again");
@@ -243,7 +249,12 @@ async fn a_late_send_and_a_send_again_exclude_each_other() {
         );
         // Run 1 is replaced first: its late admin does not get it.
         let replaced = s
-            .add_attempts(&f, &[again(ids[1])], Replacing::Unsent("lost: unsent"), 220)
+            .add_attempts(
+                &f,
+                &[again(ids[1])],
+                Replacing::Unsent(&"lost: unsent".into()),
+                220,
+            )
             .await
             .unwrap();
         assert_eq!(replaced.len(), 1);
@@ -256,7 +267,12 @@ async fn a_late_send_and_a_send_again_exclude_each_other() {
             .unwrap();
         assert!(s.claim_sends(&ids[2..], 250).await.unwrap().is_empty());
         let replaced = s
-            .add_attempts(&f, &[again(ids[2])], Replacing::Unsent("lost: unsent"), 260)
+            .add_attempts(
+                &f,
+                &[again(ids[2])],
+                Replacing::Unsent(&"lost: unsent".into()),
+                260,
+            )
             .await
             .unwrap();
         assert!(
@@ -417,10 +433,11 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
             fire.push((claimed[0].fire_id, j));
         }
         // Both fires have a note; only the fire n1 starts keeps it.
+        let max_node = Note::new(NoteKind::MaxNode).with("max", 2).with("count", 3);
         let items: Vec<FireRuns> = fire
             .iter()
             .map(|(f, j)| FireRuns {
-                note: Some("maxNode=2: 2 of 3 executors called".into()),
+                note: Some(max_node.clone().into()),
                 ..fire_runs(*f, *j, g, vec![run(0, 2, "a"), run(1, 2, "b")])
             })
             .collect();
@@ -432,6 +449,11 @@ async fn storing_runs_starts_only_the_fires_still_owned() {
         assert_eq!(
             (mine.state.as_str(), mine.total_items, mine.message.as_str()),
             ("triggering", 2, "maxNode=2: 2 of 3 executors called"),
+            "{kind}"
+        );
+        assert_eq!(
+            note_of(&mine.message_note),
+            Some(max_node.to_json()),
             "{kind}"
         );
         let theirs = s.get_fire(fire[1].0).await.unwrap().unwrap();
@@ -619,7 +641,7 @@ async fn a_lease_is_held_only_while_scheduled() {
         let items = [fire_runs(ids[1], fires[1].1, g, vec![run(0, 1, "a")])];
         let (started, _) = s.add_runs_to_fires(&items, t, Some("n1")).await.unwrap();
         assert_eq!(started, [ids[1]].into(), "{kind}");
-        s.skip_claims(&ids[2..3], "n1", "misfired", t)
+        s.skip_claims(&ids[2..3], "n1", &"misfired".into(), t)
             .await
             .unwrap();
         let until = t + 1_000 + lease;
@@ -754,7 +776,7 @@ async fn fires_runs_and_callbacks() {
                 },
                 executor_address: a.to_string(),
                 trigger_code: if a == "c" { 500 } else { 200 },
-                trigger_msg: format!("sent to {a}"),
+                trigger_msg: format!("sent to {a}").into(),
                 at: 110,
                 fire_id: fire,
                 fire_sent_at: 105,
@@ -915,7 +937,7 @@ async fn fires_runs_and_callbacks() {
                         },
                     ),
                 ],
-                Replacing::Lost("lost: executor a stopped answering"),
+                Replacing::Lost(&"lost: executor a stopped answering".into()),
                 220,
             )
             .await
@@ -1042,11 +1064,11 @@ async fn what_follows_a_fires_end_is_written_with_it() {
 
         // The failed fire's items are retried: the fire is open again, once.
         assert!(s
-            .schedule_retries(failed_plain.fire_id, &[], "retrying")
+            .schedule_retries(failed_plain.fire_id, &[], &"retrying".into())
             .await
             .unwrap());
         assert!(
-            !s.schedule_retries(failed_plain.fire_id, &[], "again")
+            !s.schedule_retries(failed_plain.fire_id, &[], &"again".into())
                 .await
                 .unwrap(),
             "{kind}: a follow-up done twice retries once"
@@ -1281,7 +1303,7 @@ async fn an_answer_and_a_result_in_one_batch_are_written_together() {
             state: RunState::Running,
             executor_address: addr.to_string(),
             trigger_code: 200,
-            trigger_msg: format!("accepted by {addr}"),
+            trigger_msg: format!("accepted by {addr}").into(),
             at: 111,
             fire_sent_at: 110,
         };
@@ -1459,7 +1481,7 @@ async fn the_writer_holds_an_acceptance_for_its_result() {
             state: RunState::Running,
             executor_address: "a".into(),
             trigger_code: 200,
-            trigger_msg: String::new(),
+            trigger_msg: Default::default(),
             at: 111,
             fire_sent_at: 110,
         };
@@ -1575,6 +1597,13 @@ async fn the_writer_holds_an_acceptance_for_its_result() {
     .await;
 }
 
+/// A stored note, as JSON.
+fn note_of(stored: &Option<String>) -> Option<serde_json::Value> {
+    stored
+        .as_deref()
+        .map(|j| serde_json::from_str(j).expect("a note is JSON"))
+}
+
 #[tokio::test]
 async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
     for db in TestDb::all().await {
@@ -1590,7 +1619,7 @@ async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
             ],
         )
         .await;
-        let answer = |run_id: i64, addr: &str, code: i64, msg: String| RunUpdate {
+        let answer = |run_id: i64, addr: &str, code: i64, msg: Message| RunUpdate {
             run_id,
             fire_id: fire,
             state: if code == 200 {
@@ -1604,19 +1633,17 @@ async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
             at: 111,
             fire_sent_at: 110,
         };
+        let refused = Note::new(NoteKind::RefusedBy)
+            .with("address", "http://e3:9999/")
+            .with("detail", "busy");
         s.store_results(
             &[
                 // Accepted, with its result in the same batch (one write) ...
-                answer(runs[0], "http://e1:9999/", 200, String::new()),
+                answer(runs[0], "http://e1:9999/", 200, Message::default()),
                 // ... accepted, its result still to come (the answer written alone) ...
-                answer(runs[1], "http://e2:9999/", 200, String::new()),
-                // ... and refused, whose message says something else.
-                answer(
-                    runs[2],
-                    "http://e3:9999/",
-                    500,
-                    "refused by http://e3:9999/: busy".into(),
-                ),
+                answer(runs[1], "http://e2:9999/", 200, Message::default()),
+                // ... and refused, whose message says something else, with its note.
+                answer(runs[2], "http://e3:9999/", 500, refused.clone().into()),
             ],
             &[(runs[0], 200, "ok".into())],
             120,
@@ -1631,10 +1658,21 @@ async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
                 "{kind}: run {id} row"
             );
             let r = s.get_run(id).await.unwrap().unwrap();
+            // The English the query writes is the note's text.
+            let accepted = Note::new(NoteKind::AcceptedBy).with("address", addr);
             assert_eq!(
-                (r.trigger_code, r.trigger_msg),
-                (200, format!("accepted by {addr}")),
+                (r.trigger_code, r.trigger_msg.as_str()),
+                (200, accepted.to_string().as_str()),
                 "{kind}: run {id} as read"
+            );
+            assert_eq!(
+                note_of(&r.trigger_note),
+                Some(accepted.to_json()),
+                "{kind}: run {id}"
+            );
+            assert_eq!(
+                r.handle_note, None,
+                "{kind}: an executor's result has no note"
             );
         }
         assert_eq!(
@@ -1644,6 +1682,26 @@ async fn an_accepted_answer_is_stored_without_its_message_and_read_with_it() {
         );
         let r = s.get_run(runs[2]).await.unwrap().unwrap();
         assert_eq!(r.trigger_msg, "refused by http://e3:9999/: busy", "{kind}");
+        // A refused dispatch is also the run's end: its result says the same, note and all.
+        assert_eq!(
+            (r.state.as_str(), r.handle_msg.as_str()),
+            ("failed", r.trigger_msg.as_str()),
+            "{kind}"
+        );
+        assert_eq!(note_of(&r.trigger_note), Some(refused.to_json()), "{kind}");
+        assert_eq!(note_of(&r.handle_note), Some(refused.to_json()), "{kind}");
+        // A run the admin ends keeps the note of why.
+        let lost = Note::new(NoteKind::LostNoAnswer).with("address", "http://e2:9999/");
+        assert!(s
+            .finish_run(runs[1], RunState::Lost, 500, &lost.clone().into(), 130)
+            .await
+            .unwrap());
+        let r = s.get_run(runs[1]).await.unwrap().unwrap();
+        assert_eq!(
+            r.handle_msg, "lost: executor http://e2:9999/ stopped answering",
+            "{kind}"
+        );
+        assert_eq!(note_of(&r.handle_note), Some(lost.to_json()), "{kind}");
         // A row that holds the text (written before it was left out) reads the same.
         let old = "UPDATE runs SET trigger_msg = 'accepted by http://e2:9999/' WHERE id = ?";
         assert_eq!(raw(&db, old, runs[1]).await, None);
@@ -1840,7 +1898,7 @@ async fn a_batch_ends_fires_of_one_item_and_of_several() {
         let (half, half_runs) = two(400).await;
         // A retried one-item fire: its first attempt replaced, the second ends it.
         let (retried, first) = one_run_fire(&s, j, g, 500).await;
-        s.finish_run(first, RunState::Failed, 500, "boom", 501)
+        s.finish_run(first, RunState::Failed, 500, &"boom".into(), 501)
             .await
             .unwrap();
         let f = s.get_fire(retried).await.unwrap().unwrap();
@@ -1910,7 +1968,7 @@ async fn a_run_is_replaced_once_and_never_after_its_fire_was_cleared() {
             let s = s.clone();
             async move {
                 let (fire, run_id) = one_run_fire(&s, j, g, at).await;
-                s.finish_run(run_id, RunState::Failed, 500, "boom", at + 1)
+                s.finish_run(run_id, RunState::Failed, 500, &"boom".into(), at + 1)
                     .await
                     .unwrap();
                 s.refresh_fire_state(fire, at + 1).await.unwrap();
@@ -2021,14 +2079,14 @@ async fn open_runs_are_read_a_page_at_a_time_and_round_again() {
         // A cursor whose later runs have all ended since comes round too.
         assert_eq!(open_page(&s, 10_000, &mut c, 3).await, all[3..6].to_vec(), "{kind}");
         for id in [r[3], r[4]] {
-            s.finish_run(id, RunState::Lost, 500, "gone", 1_000)
+            s.finish_run(id, RunState::Lost, 500, &"gone".into(), 1_000)
                 .await
                 .unwrap();
         }
         assert_eq!(open_page(&s, 10_000, &mut c, 3).await, all[..3].to_vec(), "{kind}");
 
         for id in all {
-            s.finish_run(id, RunState::Lost, 500, "gone", 1_000)
+            s.finish_run(id, RunState::Lost, 500, &"gone".into(), 1_000)
                 .await
                 .unwrap();
         }
@@ -2052,7 +2110,9 @@ async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
             async move {
                 let (fire, run_id) = one_run_fire(&s, job, g, at).await;
                 if let Some(state) = end {
-                    s.finish_run(run_id, state, 200, "", at + 1).await.unwrap();
+                    s.finish_run(run_id, state, 200, &"".into(), at + 1)
+                        .await
+                        .unwrap();
                     s.refresh_fire_state(fire, at + 1).await.unwrap();
                 }
                 fire
@@ -2075,7 +2135,7 @@ async fn clearing_fires_keeps_open_ones_and_those_still_followed() {
         assert_eq!(claimed.len(), 1, "{kind}");
         assert_eq!(claimed[0].job_id, skipper, "{kind}");
         let skipped = claimed[0].fire_id;
-        s.skip_claims(&[skipped], "n1", "misfired", t)
+        s.skip_claims(&[skipped], "n1", &"misfired".into(), t)
             .await
             .unwrap();
         let exists = |id: i64| {

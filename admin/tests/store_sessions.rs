@@ -263,11 +263,11 @@ async fn dashboard_aggregates_respect_scope() {
             .unwrap()
             .unwrap();
         store
-            .finish_run(r1[0], RunState::Succeeded, 200, "ok", t + 10)
+            .finish_run(r1[0], RunState::Succeeded, 200, &"ok".into(), t + 10)
             .await
             .unwrap();
         store
-            .finish_run(r1[1], RunState::Failed, 500, "boom", t + 11)
+            .finish_run(r1[1], RunState::Failed, 500, &"boom".into(), t + 11)
             .await
             .unwrap();
         // Fire 2 (group 2, one day later): timed out.
@@ -278,7 +278,13 @@ async fn dashboard_aggregates_respect_scope() {
             .unwrap()
             .unwrap();
         store
-            .finish_run(r2[0], RunState::TimedOut, 502, "too slow", t + day + 5)
+            .finish_run(
+                r2[0],
+                RunState::TimedOut,
+                502,
+                &"too slow".into(),
+                t + day + 5,
+            )
             .await
             .unwrap();
         // A retry supersedes the failed item 1 of fire 1 and succeeds: only the retry counts.
@@ -299,7 +305,7 @@ async fn dashboard_aggregates_respect_scope() {
         let stored = store.get_run(r3[0]).await.unwrap().unwrap();
         assert_eq!((stored.attempt, stored.retries), (1, 1));
         store
-            .finish_run(r3[0], RunState::Succeeded, 200, "ok", t + 30)
+            .finish_run(r3[0], RunState::Succeeded, 200, &"ok".into(), t + 30)
             .await
             .unwrap();
 

@@ -102,13 +102,9 @@ impl IntoResponse for ApiError {
             err["field"] = json!(f);
         }
         if let Some(r) = self.refusal {
-            err["code"] = json!(r.reason.code());
-            let params: serde_json::Map<String, serde_json::Value> = r
-                .params
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), json!(v)))
-                .collect();
-            err["params"] = json!(params);
+            let coded = r.to_json();
+            err["code"] = coded["code"].clone();
+            err["params"] = coded["params"].clone();
         }
         let mut resp = (self.status, axum::Json(json!({ "error": err }))).into_response();
         if self.status == StatusCode::UNAUTHORIZED {

@@ -661,10 +661,10 @@ mod tests {
         use shardline_executor::protocol::{BlockStrategy, GlueType};
 
         let en = i18n_keys("en");
-        // The API's refusals are translated only out of English (see below).
+        // The API's refusals and the admin's notes are translated only out of English (below).
         let zh: std::collections::BTreeSet<String> = i18n_keys("zh")
             .into_iter()
-            .filter(|k| !k.starts_with("api."))
+            .filter(|k| !k.starts_with("api.") && !k.starts_with("note."))
             .collect();
         assert!(en.len() > 200, "{}", en.len());
         assert_eq!(
@@ -739,22 +739,23 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn every_refusal_is_translated_with_its_values() {
-        use crate::refusal::Reason;
-        // English is the API's own text: no `api.` key there.
+    /// Every entry of a catalogue (`crate::coded`) has a Chinese text under `<prefix>.<code>`
+    /// using exactly the values its English text uses; English has no such key (the admin's own
+    /// text is shown).
+    fn every_entry_is_translated<K: crate::coded::Kind>(prefix: &str, all: &[K]) {
+        let prefix = format!("{prefix}.");
         assert!(
-            !i18n_keys("en").iter().any(|k| k.starts_with("api.")),
-            "api. keys in en"
+            !i18n_keys("en").iter().any(|k| k.starts_with(&prefix)),
+            "{prefix} keys in en"
         );
         let zh: std::collections::BTreeMap<String, String> = i18n_texts("zh")
             .into_iter()
-            .filter(|(k, _)| k.starts_with("api."))
+            .filter(|(k, _)| k.starts_with(&prefix))
             .collect();
-        assert_eq!(zh.len(), Reason::ALL.len(), "{:?}", zh.keys());
-        for r in Reason::ALL {
+        assert_eq!(zh.len(), all.len(), "{:?}", zh.keys());
+        for r in all {
             let text = zh
-                .get(&format!("api.{}", r.code()))
+                .get(&format!("{prefix}{}", r.code()))
                 .unwrap_or_else(|| panic!("no zh text for {:?}", r.code()));
             assert_eq!(
                 placeholders(text),
@@ -763,6 +764,16 @@ mod tests {
                 r.code()
             );
         }
+    }
+
+    #[test]
+    fn every_refusal_is_translated_with_its_values() {
+        every_entry_is_translated("api", crate::refusal::Reason::ALL);
+    }
+
+    #[test]
+    fn every_note_is_translated_with_its_values() {
+        every_entry_is_translated("note", crate::note::NoteKind::ALL);
     }
 
     #[test]

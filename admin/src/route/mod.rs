@@ -26,6 +26,8 @@ use rand::{Rng, SeedableRng};
 
 use ring::Ring;
 
+use crate::note::{Message, Note, NoteKind};
+
 /// How long ROUND / LFU / LRU state lives before it is dropped, as in XXL-JOB.
 const STATE_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 /// ROUND and LFU counters restart (at a random value) beyond this, as in XXL-JOB.
@@ -60,12 +62,27 @@ pub enum RouteError {
 impl fmt::Display for RouteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RouteError::NoExecutors => f.write_str("no online executor in the group"),
             RouteError::Broadcast => {
                 f.write_str("SHARDING_BROADCAST dispatches to every executor, not to one")
             }
             RouteError::NeedsProbe(s) => write!(f, "{s} needs executor probes to choose"),
-            RouteError::ProbesFailed(log) => write!(f, "no executor passed the probe:\n{log}"),
+            // Those a fire keeps as its message: their text is their note's.
+            RouteError::NoExecutors | RouteError::ProbesFailed(_) => {
+                Message::from(self.clone()).fmt(f)
+            }
+        }
+    }
+}
+
+impl From<RouteError> for Message {
+    fn from(e: RouteError) -> Message {
+        match e {
+            RouteError::NoExecutors => NoteKind::NoExecutor.into(),
+            RouteError::ProbesFailed(log) => {
+                Note::new(NoteKind::ProbesFailed).with("log", log).into()
+            }
+            // Never a fire's message: the dispatcher asks for neither of these.
+            other => Message::words(other.to_string()),
         }
     }
 }

@@ -9,13 +9,14 @@ use super::{
     StoreResult, ROWS_PER_STATEMENT,
 };
 use crate::model::{Fire, FireState, Run, RunState};
+use crate::note::Message;
 
 // Send and finish times are stored as 0 until they happen (so that setting them rewrites a MySQL
 // row in place; migrations/mysql/0004_times_in_place.sql) and read as `None` then. Likewise the
 // answer of a run its executor accepted is stored as code 200 with no message, and read as
 // `accepted by <address>` (see `RunUpdate::trigger_msg`).
-const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
-pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('accepted by ', executor_address) ELSE trigger_msg END AS trigger_msg, handle_code, handle_msg, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
+const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, message_note, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
+pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('accepted by ', executor_address) ELSE trigger_msg END AS trigger_msg, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN json_object('code', 'accepted_by', 'params', json_object('address', executor_address)) ELSE trigger_note END AS trigger_note, handle_code, handle_msg, handle_note, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
 
 /// Longest fire message kept; a longer one is cut (at a character boundary).
 const MESSAGE_MAX_BYTES: usize = 4000;
@@ -61,7 +62,7 @@ pub struct FireRuns {
     pub runs: Vec<NewRun>,
     /// Why the plan is what it is ("no online executor in the group", maxNode, a probe's log),
     /// kept as the fire's message.
-    pub note: Option<String>,
+    pub note: Option<Message>,
 }
 
 /// The result of sending a run to its executor.
@@ -78,7 +79,7 @@ pub struct RunUpdate {
     /// run's row longer at its answer, and InnoDB moves a row that changes size instead of
     /// updating it in place: the results' update of 300 000 runs took mysqld 7.5 s with the
     /// text and 5.2–5.7 s without (docs/benchmarks.md, twenty-fifth round).
-    pub trigger_msg: String,
+    pub trigger_msg: Message,
     /// When this run's request started.
     pub at: i64,
     /// When the fire's requests started going out (its dispatch round): the fire row keeps the
@@ -94,13 +95,13 @@ pub enum Replacing<'a> {
     /// They have ended already (a retry of a failed run).
     Ended,
     /// They are declared lost with this message, if still open (their executor died).
-    Lost(&'a str),
+    Lost(&'a Message),
     /// Their requests got no answer: each one's failed send (matched by run id) is its end, if
     /// it is still `triggering` (shard failover).
     Unanswered(&'a [RunUpdate]),
     /// They are declared lost with this message if still waiting for their first send (an admin
     /// that died stored them): one its admin sent after all ([`Store::claim_sends`]) is kept.
-    Unsent(&'a str),
+    Unsent(&'a Message),
 }
 
 /// A fire whose requests went out, as [`Store::store_results`] sees it.
@@ -383,7 +384,7 @@ impl Store {
         // The fires are updated per distinct (item count, state, note), and the runs of all fires
         // go in shared multi-row INSERTs: a statement per fire was a round trip per fire (notes
         // too: a group without executors gave each of its fires one, a statement each).
-        type Key<'a> = (i64, &'static str, Option<&'a str>);
+        type Key<'a> = (i64, &'static str, Option<(&'a str, Option<&'a str>)>);
         let mut by_total: BTreeMap<Key<'_>, Vec<i64>> = BTreeMap::new();
         for f in items {
             let state = if f.runs.is_empty() {
@@ -391,7 +392,10 @@ impl Store {
             } else {
                 FireState::Triggering
             };
-            let note = f.note.as_deref().map(|n| truncate(n, MESSAGE_MAX_BYTES));
+            let note = f
+                .note
+                .as_ref()
+                .map(|n| (truncate(&n.text, MESSAGE_MAX_BYTES), n.note.as_deref()));
             by_total
                 .entry((f.runs.len() as i64, state.as_str(), note))
                 .or_default()
@@ -413,8 +417,8 @@ impl Store {
                     let set = || {
                         let mut upd = QueryBuilder::new("UPDATE fires SET claim_expires_at = 0, total_items = ");
                         upd.push_bind(*total).push(", state = ").push_bind(*state);
-                        if let Some(note) = note {
-                            upd.push(", message = ").push_bind(*note);
+                        if let Some((text, note)) = note {
+                            upd.push(", message = ").push_bind(*text).push(", message_note = ").push_bind(*note);
                         }
                         upd
                     };
@@ -513,8 +517,10 @@ impl Store {
                     state: RunState::Triggering.as_str().to_string(),
                     trigger_code: 0,
                     trigger_msg: String::new(),
+                    trigger_note: None,
                     handle_code: 0,
                     handle_msg: String::new(),
+                    handle_note: None,
                     log_date_time: now,
                     created_at: now,
                     dispatched_at: None,
@@ -608,20 +614,21 @@ impl Store {
             // An unsent run is ended only while no send is recorded: its admin may have claimed
             // it for a late send (`claim_sends`).
             let end_lost = match replacing {
-                Replacing::Unsent(_) => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state = 'triggering' AND dispatched_at = 0",
-                _ => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')",
+                Replacing::Unsent(_) => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, handle_note = ?, finished_at = ? WHERE id = ? AND state = 'triggering' AND dispatched_at = 0",
+                _ => "UPDATE runs SET state = 'lost', handle_code = 500, handle_msg = ?, handle_note = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')",
             };
             for (replaced, run) in pairs {
                 let ended = match replacing {
                     Replacing::Ended => 1,
                     Replacing::Lost(msg) | Replacing::Unsent(msg) => sqlx::query(end_lost)
-                        .bind(msg).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
+                        .bind(&msg.text).bind(&msg.note).bind(now).bind(*replaced).execute(&mut *tx).await?.rows_affected(),
                     Replacing::Unanswered(sends) => match sends.iter().find(|u| u.run_id == *replaced) {
                         Some(u) => {
                             first_sent = Some(first_sent.map_or(u.fire_sent_at, |t| t.min(u.fire_sent_at)));
-                            sqlx::query("UPDATE runs SET state = ?, executor_address = ?, trigger_code = ?, trigger_msg = ?, handle_msg = ?, dispatched_at = ?, finished_at = ? WHERE id = ? AND state = 'triggering'")
+                            sqlx::query("UPDATE runs SET state = ?, executor_address = ?, trigger_code = ?, trigger_msg = ?, trigger_note = ?, handle_msg = ?, handle_note = ?, dispatched_at = ?, finished_at = ? WHERE id = ? AND state = 'triggering'")
                                 .bind(RunState::Failed.as_str()).bind(&u.executor_address).bind(u.trigger_code)
-                                .bind(u.trigger_msg.as_str()).bind(&u.trigger_msg).bind(u.at).bind(u.at).bind(*replaced)
+                                .bind(&u.trigger_msg.text).bind(&u.trigger_msg.note).bind(&u.trigger_msg.text).bind(&u.trigger_msg.note)
+                                .bind(u.at).bind(u.at).bind(*replaced)
                                 .execute(&mut *tx).await?.rows_affected()
                         }
                         None => 0,
@@ -697,7 +704,8 @@ impl Store {
             Repeated(i64),
         }
         type ResultKey<'a> = (&'static str, i64, &'a str);
-        type SentKey<'a> = (&'a str, i64, &'a str);
+        // An answer's message and note (`crate::note`).
+        type SentKey<'a> = (&'a str, i64, &'a str, Option<&'a str>);
         let mut tried: HashSet<i64> = HashSet::with_capacity(callbacks.len());
         // The end each tried run would get, for the fires' refresh (MySQL only, see there).
         let mut ends: HashMap<i64, &'static str> = HashMap::new();
@@ -724,7 +732,8 @@ impl Store {
                             (
                                 u.executor_address.as_str(),
                                 u.trigger_code,
-                                u.trigger_msg.as_str(),
+                                u.trigger_msg.text.as_str(),
+                                u.trigger_msg.note.as_deref(),
                             ),
                         ))
                         .or_default()
@@ -783,12 +792,13 @@ impl Store {
                     .push(", finished_at = ").push_bind(now);
             };
             // Answer and result of the same run: one write.
-            for ((result, (address, code, msg)), rows) in &merged {
+            for ((result, (address, code, msg, note)), rows) in &merged {
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     let qb = update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
                             .push(", trigger_msg = ").push_bind(*msg)
+                            .push(", trigger_note = ").push_bind(*note)
                             .push(", dispatched_at = v.column2, ");
                         finish(qb, result);
                     }, " AND +state IN ('triggering', 'running')");
@@ -826,12 +836,12 @@ impl Store {
                     && applied.contains_key(&u.run_id);
                 if !written {
                     answers
-                        .entry((u.state.as_str(), (u.executor_address.as_str(), u.trigger_code, u.trigger_msg.as_str())))
+                        .entry((u.state.as_str(), (u.executor_address.as_str(), u.trigger_code, u.trigger_msg.text.as_str(), u.trigger_msg.note.as_deref())))
                         .or_default()
                         .push([Some(u.run_id), Some(u.at)]);
                 }
             }
-            for ((st, (address, code, msg)), rows) in &answers {
+            for ((st, (address, code, msg, note)), rows) in &answers {
                 let failed = *st == RunState::Failed.as_str();
                 for chunk in rows.chunks(ROWS_PER_STATEMENT) {
                     // The state moves only from `triggering`. An accepted run needs one
@@ -841,6 +851,7 @@ impl Store {
                     if failed {
                         update_joined(dialect, "runs", chunk, |qb| {
                             qb.push("finished_at = v.column2, handle_msg = ").push_bind(*msg)
+                                .push(", handle_note = ").push_bind(*note)
                                 .push(", state = ").push_bind(*st);
                         }, " AND state = 'triggering'").build().execute(&mut *tx).await?;
                     }
@@ -848,6 +859,7 @@ impl Store {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
                             .push(", trigger_msg = ").push_bind(*msg)
+                            .push(", trigger_note = ").push_bind(*note)
                             .push(", dispatched_at = v.column2");
                         if !failed {
                             qb.push(", state = CASE WHEN state = 'triggering' THEN ")
@@ -922,11 +934,11 @@ impl Store {
         run_id: i64,
         state: RunState,
         code: i64,
-        msg: &str,
+        msg: &Message,
         now: i64,
     ) -> StoreResult<bool> {
-        let n = with_pool!(self, pool => sqlx::query("UPDATE runs SET state = ?, handle_code = ?, handle_msg = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
-            .bind(state.as_str()).bind(code).bind(msg).bind(now).bind(run_id)
+        let n = with_pool!(self, pool => sqlx::query("UPDATE runs SET state = ?, handle_code = ?, handle_msg = ?, handle_note = ?, finished_at = ? WHERE id = ? AND state IN ('triggering', 'running')")
+            .bind(state.as_str()).bind(code).bind(&msg.text).bind(&msg.note).bind(now).bind(run_id)
             .execute(pool).await.map(Done::from))?
         .rows_affected();
         Ok(n > 0)
@@ -972,9 +984,9 @@ impl Store {
         Ok(finals)
     }
 
-    pub async fn set_fire_message(&self, fire_id: i64, msg: &str) -> StoreResult<()> {
-        with_pool!(self, pool => sqlx::query("UPDATE fires SET message = ? WHERE id = ?")
-            .bind(truncate(msg, MESSAGE_MAX_BYTES)).bind(fire_id).execute(pool).await.map(Done::from))?;
+    pub async fn set_fire_message(&self, fire_id: i64, msg: &Message) -> StoreResult<()> {
+        with_pool!(self, pool => sqlx::query("UPDATE fires SET message = ?, message_note = ? WHERE id = ?")
+            .bind(truncate(&msg.text, MESSAGE_MAX_BYTES)).bind(&msg.note).bind(fire_id).execute(pool).await.map(Done::from))?;
         Ok(())
     }
 

@@ -13,6 +13,7 @@ use super::{
     StoreResult, ROWS_PER_STATEMENT,
 };
 use crate::model::{FireState, Job};
+use crate::note::Message;
 
 /// One fire a job should get.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,7 +354,7 @@ impl Store {
         &self,
         fire_ids: &[i64],
         node: &str,
-        message: &str,
+        message: &Message,
         now: i64,
     ) -> StoreResult<Vec<FireEnded>> {
         let dialect = self.dialect();
@@ -363,7 +364,8 @@ impl Store {
             let ends = with_pool!(self, pool => {
                 let mut tx = pool.begin_with(begin).await?;
                 let mut qb = QueryBuilder::new("UPDATE fires SET state = 'skipped', message = ");
-                qb.push_bind(message).push(", finished_at = ").push_bind(now)
+                qb.push_bind(&message.text).push(", message_note = ").push_bind(&message.note)
+                    .push(", finished_at = ").push_bind(now)
                     .push(", claim_expires_at = 0 WHERE +state = 'scheduled' AND owner = ").push_bind(node);
                 super::fires::push_in(&mut qb, "id", chunk);
                 qb.build().execute(&mut *tx).await?;
@@ -538,7 +540,7 @@ impl Store {
         &self,
         fire_id: i64,
         runs: &[(i64, i64)],
-        message: &str,
+        message: &Message,
     ) -> StoreResult<bool> {
         let moved = with_pool!(self, pool => {
             // Runs before their fire, the order every writer locks them in.
@@ -546,8 +548,8 @@ impl Store {
             for (run_id, at) in runs {
                 sqlx::query("UPDATE runs SET retry_at = ? WHERE id = ?").bind(*at).bind(*run_id).execute(&mut *tx).await.map(Done::from)?;
             }
-            let moved = sqlx::query("UPDATE fires SET state = 'running', finished_at = 0, message = ? WHERE id = ? AND state = 'failed'")
-                .bind(message).bind(fire_id).execute(&mut *tx).await.map(Done::from)?.rows_affected() == 1;
+            let moved = sqlx::query("UPDATE fires SET state = 'running', finished_at = 0, message = ?, message_note = ? WHERE id = ? AND state = 'failed'")
+                .bind(&message.text).bind(&message.note).bind(fire_id).execute(&mut *tx).await.map(Done::from)?.rows_affected() == 1;
             if moved {
                 tx.commit().await?;
             } else {

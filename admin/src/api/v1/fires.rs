@@ -13,6 +13,7 @@ use super::paging::{requested_page, Page};
 use crate::api::error::{Json, Path, Query};
 use crate::api::{ApiError, AppState, Caller};
 use crate::model::{now_ms, Fire, FireState, Run, RunState};
+use crate::note::{Note, NoteKind};
 use crate::refusal::{Reason, Refusal};
 use crate::store::{ClearCut, HistoryFilter};
 
@@ -432,20 +433,17 @@ async fn kill_run(
                 .with("state", &run.state),
         ));
     }
-    let message = match st.dispatcher.kill(&run).await {
-        Ok(m) => m,
-        Err(e) => format!("kill request failed ({e}); marked killed here"),
+    // The answer says what the run now says: the executor's words (or why the request failed)
+    // after "killed from the admin".
+    let note = match st.dispatcher.kill(&run).await {
+        Ok(m) => Note::new(NoteKind::Killed).with("detail", m),
+        Err(e) => Note::new(NoteKind::KillFailed).with("detail", e),
     };
+    let message = note.to_string();
     let now = now_ms();
     if st
         .store
-        .finish_run(
-            id,
-            RunState::Killed,
-            500,
-            &format!("killed from the admin: {message}"),
-            now,
-        )
+        .finish_run(id, RunState::Killed, 500, &note.into(), now)
         .await?
     {
         st.metrics.count_result(RunState::Killed);

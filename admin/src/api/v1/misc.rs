@@ -211,6 +211,8 @@ pub fn openapi() -> Value {
                     "status": {"type": "integer"}, "message": {"type": "string"}, "field": {"type": "string"},
                     "code": {"type": "string", "description": "the refusal's kind, when it has one (see admin/src/refusal.rs)"},
                     "params": {"type": "object", "additionalProperties": {"type": "string"}, "description": "the values in the message, by name"}}}}},
+                "Note": {"type": "object", "nullable": true, "description": "a message the admin wrote itself, as its kind and values (see admin/src/note.rs); null for another's words",
+                    "properties": {"code": {"type": "string"}, "params": {"type": "object", "additionalProperties": {"type": "string"}}}},
                 "Page": {"type": "object", "properties": {"items": {"type": "array", "items": {}}, "total": {"type": "integer"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}}},
                 "Times": {"type": "object", "properties": {"times": {"type": "array", "items": {"type": "integer", "description": "epoch ms"}}}},
                 "RunState": {"type": "string", "enum": ["triggering", "running", "succeeded", "failed", "timed_out", "killed", "lost"]},
@@ -256,10 +258,12 @@ pub fn openapi() -> Value {
                     "shard_index": {"type": "integer"}, "shard_total": {"type": "integer"}, "attempt": {"type": "integer"},
                     "retries": {"type": "integer", "description": "retries of the item before this run (a failover is an attempt, not a retry)"},
                     "executor_address": {"type": "string"}, "state": {"$ref": "#/components/schemas/RunState"},
-                    "trigger_msg": {"type": "string"}, "handle_code": {"type": "integer"}, "handle_msg": {"type": "string"}}},
+                    "trigger_msg": {"type": "string"}, "trigger_note": {"$ref": "#/components/schemas/Note"},
+                    "handle_code": {"type": "integer"}, "handle_msg": {"type": "string"}, "handle_note": {"$ref": "#/components/schemas/Note"}}},
                 "Fire": {"type": "object", "properties": {
                     "id": {"type": "integer"}, "job_id": {"type": "integer"}, "trigger_type": {"type": "string"},
                     "planned_at": {"type": "integer"}, "state": {"type": "string"},
+                    "message": {"type": "string"}, "message_note": {"$ref": "#/components/schemas/Note"},
                     "alarm_state": {"type": "integer", "enum": [0, -1, 1, 2, 3], "description": "as XXL-JOB's alarm_status: 0 not (yet) failed for good, -1 sending, 1 no alarm target, 2 sent, 3 a target did not take it"},
                     "coverage": {"type": "object"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}}}}
             }
