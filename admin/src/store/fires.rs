@@ -14,7 +14,8 @@ use crate::note::Message;
 // Send and finish times are stored as 0 until they happen (so that setting them rewrites a MySQL
 // row in place; migrations/mysql/0004_times_in_place.sql) and read as `None` then. Likewise the
 // answer of a run its executor accepted is stored as code 200 with no message, and read as
-// `accepted by <address>` (see `RunUpdate::trigger_msg`).
+// `accepted by <address>` with the note `accepted_by` (see `RunUpdate::trigger_msg`); the
+// English here is `NoteKind::AcceptedBy`'s, which the store tests hold it to.
 const FIRE_COLS: &str = "id, job_id, group_id, trigger_type, planned_at, sched_key, params, state, total_items, message, message_note, owner, claim_expires_at, parent_fire_id, children_done, alarm_state, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at";
 pub(crate) const RUN_COLS: &str = "id, fire_id, job_id, group_id, shard_index, shard_total, attempt, superseded, executor_address, handler, params, item_param, state, trigger_code, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN CONCAT('accepted by ', executor_address) ELSE trigger_msg END AS trigger_msg, CASE WHEN trigger_code = 200 AND trigger_msg = '' THEN json_object('code', 'accepted_by', 'params', json_object('address', executor_address)) ELSE trigger_note END AS trigger_note, handle_code, handle_msg, handle_note, log_date_time, created_at, NULLIF(dispatched_at, 0) AS dispatched_at, NULLIF(finished_at, 0) AS finished_at, retry_at, retries";
 
@@ -797,9 +798,9 @@ impl Store {
                     let qb = update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
-                            .push(", trigger_msg = ").push_bind(*msg)
-                            .push(", trigger_note = ").push_bind(*note)
-                            .push(", dispatched_at = v.column2, ");
+                            .push(", trigger_msg = ").push_bind(*msg);
+                        push_trigger_note(qb, *note);
+                        qb.push(", dispatched_at = v.column2, ");
                         finish(qb, result);
                     }, " AND +state IN ('triggering', 'running')");
                     finish_runs!(tx, qb, returning, applied);
@@ -858,9 +859,9 @@ impl Store {
                     update_joined(dialect, "runs", chunk, |qb| {
                         qb.push("executor_address = ").push_bind(*address)
                             .push(", trigger_code = ").push_bind(*code)
-                            .push(", trigger_msg = ").push_bind(*msg)
-                            .push(", trigger_note = ").push_bind(*note)
-                            .push(", dispatched_at = v.column2");
+                            .push(", trigger_msg = ").push_bind(*msg);
+                        push_trigger_note(qb, *note);
+                        qb.push(", dispatched_at = v.column2");
                         if !failed {
                             qb.push(", state = CASE WHEN state = 'triggering' THEN ")
                                 .push_bind(*st).push(" ELSE state END");
@@ -1239,6 +1240,20 @@ pub(crate) fn push_in<'a, DB: sqlx::Database>(
         sep.push_bind(*id);
     }
     qb.push(")");
+}
+
+/// Sets an answer's note, if it has one. A run's trigger note is NULL until its answer (it is
+/// written with the answer only), so an acceptance, which has none, leaves the column out: the
+/// statements of the usual answers stay as they were before notes.
+fn push_trigger_note<'args, DB: sqlx::Database>(
+    qb: &mut QueryBuilder<'args, DB>,
+    note: Option<&'args str>,
+) where
+    &'args str: sqlx::Encode<'args, DB> + sqlx::Type<DB>,
+{
+    if let Some(note) = note {
+        qb.push(", trigger_note = ").push_bind(note);
+    }
 }
 
 /// Cuts a message to at most `max` bytes on a character boundary.
