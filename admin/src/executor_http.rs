@@ -11,7 +11,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::note::NoteKind;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{header, Method, Request, StatusCode, Uri};
@@ -19,6 +18,8 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use shardline_executor::protocol::{with_sources, ACCESS_TOKEN_HEADER};
+
+use crate::note::NoteKind;
 
 /// A POST that got no answer: `kind` says why (`ConnectionRefused`, `TimedOut` or
 /// `RequestFailed`, the lost-run watch tells a stopped process by the first), `detail` is the

@@ -371,7 +371,7 @@ impl LostRuns {
                     *n += 1;
                     // A refused connection means no process listens there any more; a timeout
                     // may be a busy machine, so it needs a second strike.
-                    if *n >= 2 || e.message.text.contains("connection refused") {
+                    if *n >= 2 || e.refused {
                         dead.insert(address);
                     }
                 }

@@ -892,6 +892,7 @@ impl Dispatcher {
                         .map(Bytes::from)
                         .map_err(|e| CallError {
                             transport: true,
+                            refused: false,
                             message: Note::new(NoteKind::CannotEncode).with("detail", e).into(),
                         })
                 })
@@ -1149,6 +1150,7 @@ impl Dispatcher {
         if address.is_empty() {
             let none = CallError {
                 transport: true,
+                refused: false,
                 message: RouteError::NoExecutors.into(),
             };
             return vec![Err(none); group.len()];
@@ -1203,6 +1205,7 @@ impl Dispatcher {
                 other => {
                     let e = CallError {
                         transport: false,
+                        refused: false,
                         message: Note::new(NoteKind::BatchAnswers)
                             .with(
                                 "url",
@@ -1494,6 +1497,8 @@ pub fn normalize_address(a: &str) -> String {
 pub struct CallError {
     /// No answer at all (refused connection, timeout): the executor may be dead.
     pub transport: bool,
+    /// The connection was refused: no process listens at the address any more.
+    pub refused: bool,
     pub message: Message,
 }
 
@@ -1521,6 +1526,7 @@ pub async fn post_envelope<T: serde::de::DeserializeOwned>(
 ) -> Result<Envelope<T>, CallError> {
     let body = serde_json::to_vec(body).map_err(|e| CallError {
         transport: true,
+        refused: false,
         message: Note::new(NoteKind::RequestFailed)
             .with("url", format_args!("{}{path}", normalize_address(address)))
             .with("detail", format_args!("cannot encode the request: {e}"))
@@ -1541,6 +1547,7 @@ async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
     let url = format!("{}{path}", normalize_address(address));
     let answered = |note: Note| CallError {
         transport: false,
+        refused: false,
         message: note.with("url", &url).into(),
     };
     let (status, bytes) = http
@@ -1548,6 +1555,7 @@ async fn post_envelope_bytes<T: serde::de::DeserializeOwned>(
         .await
         .map_err(|e| CallError {
             transport: true,
+            refused: e.kind == NoteKind::ConnectionRefused,
             message: Note::new(e.kind)
                 .with("url", &url)
                 .with("detail", e.detail)
@@ -1602,6 +1610,7 @@ mod tests {
         );
         let unanswered = CallError {
             transport: true,
+            refused: true,
             message: Message::words("connection refused"),
         };
         assert_eq!(
